@@ -1,0 +1,127 @@
+"""Specs of the documents a Liger row implies. Pure functions: same row, same specs, same digests.
+
+The protocol and environment specs reproduce the example run page byte for byte (its digests are
+the test vector in tests/test_digests.py); change a word here and every digest moves.
+"""
+
+from __future__ import annotations
+
+from runs import catalogue
+from runs.parsers import ParsedRow
+
+LIGER_REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
+LIGER_FAMILY = "liger_kernel_bench"
+
+_TIMED = {
+    "forward": "the module forward pass",
+    "backward": "the backward pass (the forward pass is run untimed before it)",
+    "full": "the forward and backward passes together",
+    "no-grad-forward": "the module forward pass under torch.no_grad()",
+}
+_COMMON_NOTES = (
+    "The upstream CSV records no CUDA, driver, or torch version; the Liger release rides each "
+    "run's labels. Comparable only within one kernel, workload, timed pass, and GPU."
+)
+
+
+def protocol_spec(timed_pass: str, metric: str) -> tuple[str, str, dict]:
+    """(name, title, spec) of the Liger harness protocol for one timed pass and metric."""
+    if metric == "latency":
+        notes = (
+            f"Timed: {_TIMED[timed_pass]}, via triton.testing.do_bench with quantiles "
+            f"0.5/0.2/0.8 (median with p20/p80 spread). {_COMMON_NOTES}"
+        )
+        timer = "cuda_events"
+        name = f"liger-bench-do-bench-{timed_pass}"
+        title = f"Liger benchmark harness · {timed_pass} pass"
+    else:
+        notes = (
+            f"Measured: peak memory allocated by torch (torch.cuda.max_memory_allocated) "
+            f"over repeated runs of {_TIMED[timed_pass]}, with quantiles 0.5/0.2/0.8; upstream "
+            f"reports it in MB that are MiB (2^20 bytes). {_COMMON_NOTES}"
+        )
+        timer = "torch_cuda_max_memory_allocated"
+        name = f"liger-bench-memory-{timed_pass}"
+        title = f"Liger benchmark harness · peak memory, {timed_pass} pass"
+    spec = {
+        "harness": {"name": "Liger-Kernel benchmark scripts", "repository": LIGER_REPOSITORY},
+        "measurement": {"timer": timer, "primaryStatistic": "median"},
+        "comparability": {"notes": notes, "family": LIGER_FAMILY},
+    }
+    return name, title, spec
+
+
+def environment_spec(gpu: catalogue.GpuSpec, software: dict | None = None) -> tuple[str, str, dict]:
+    spec = {
+        "hardware": {
+            "vendor": gpu.vendor,
+            "product": gpu.product,
+            "formFactor": gpu.form_factor,
+            "architecture": gpu.architecture,
+        },
+        "software": software or {},
+    }
+    short = gpu.upstream_name.removeprefix("NVIDIA ")
+    return f"liger-bench-{gpu.slug}", f"Liger benchmark host · {short}", spec
+
+
+def workload_spec(benchmark: str, params: dict) -> tuple[str, str, dict, list[dict] | None]:
+    tensors = catalogue.input_tensors(benchmark, params)
+    spec: dict = {
+        "benchmark": benchmark,
+        "parameters": params,
+        "inputs": tensors if tensors is not None else "unknown",
+        "definition": {"comparator": "not_asserted"},
+    }
+    slug = catalogue.workload_slug(params)
+    return f"{benchmark}-{slug}"[:120], catalogue.workload_label(params), spec, tensors
+
+
+def implementation_spec(provider_key: str, revision: str) -> tuple[str, str, dict]:
+    p = catalogue.provider(provider_key)
+    spec = {
+        "project": p.project_name,
+        "name": p.display_name,
+        "provider": provider_key,
+        "revision": revision,
+    }
+    return f"{provider_key}-{revision}"[:120], f"{p.display_name} @ {revision}", spec
+
+
+def run_spec(
+    row: ParsedRow,
+    *,
+    source_slug: str,
+    protocol_digest: str,
+    workload_digest: str,
+    environment_digest: str,
+    implementation_digest: str,
+) -> dict:
+    if row.metric == "latency":
+        primary = {"timing": {"latencyNs": {"median": row.median}, "primaryStatistic": "median"}}
+        metric, unit = "latency", "ns"
+    else:
+        primary = {"memory": {"peakBytes": {"median": row.median}, "primaryStatistic": "median"}}
+        metric, unit = "memory", "B"
+    observed = row.observed_at.strftime("%Y-%m-%dT%H:%M:%S.") + (
+        f"{row.observed_at.microsecond // 1000:03d}Z"
+    )
+    return {
+        "status": "passed",
+        **primary,
+        "observedAt": observed,
+        "measurements": [
+            {"unit": unit, "value": row.p20, "metric": metric, "statistic": "p20"},
+            {"unit": unit, "value": row.p80, "metric": metric, "statistic": "p80"},
+        ],
+        "sourceNative": {
+            "source": source_slug,
+            "metrics": row.source_metrics,
+            "benchmark": f"{row.benchmark}/{row.timed_pass}",
+            "externalId": row.external_id,
+        },
+        "protocolDigest": protocol_digest,
+        "workloadDigest": workload_digest,
+        "environmentDigest": environment_digest,
+        "implementationDigest": implementation_digest,
+    }

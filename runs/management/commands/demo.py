@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+DATA = Path(settings.BASE_DIR) / "data"
+
+
+class Command(BaseCommand):
+    help = "Create the database, load both Liger sources (idempotent), and serve the site."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-serve", action="store_true", help="load the data and stop")
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+
+    def handle(self, *args, no_serve: bool, addrport: str, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Loading Liger-Kernel benchmarks and CI runs (about a minute the first time)")
+        call_command("ingest", "liger-kernel-bench", str(DATA / "liger" / "all_benchmark_data.csv"))
+        call_command("ingest", "liger-kernel-ci", str(DATA / "liger-ci"))
+        if not no_serve:
+            call_command("runserver", addrport, use_reloader=False)

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from runs.parsers import IngestError
+from runs.services import SOURCES, ingest
+
+
+class Command(BaseCommand):
+    help = (
+        "Import upstream benchmark results. Idempotent; each file is imported whole or not at all."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("source", choices=sorted(SOURCES))
+        parser.add_argument("paths", nargs="+", help="files, folders or http(s) URLs")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args, source: str, paths: list[str], no_progress: bool, **options):
+        show = not no_progress and sys.stderr.isatty()
+
+        def progress(rows):
+            return tqdm(rows, unit="row", leave=False, disable=not show)
+
+        try:
+            reports = ingest(source_slug=source, locations=paths, progress=progress)
+        except IngestError as exc:
+            raise CommandError(f"nothing imported from {exc}") from None
+        except OSError as exc:
+            raise CommandError(f"cannot read input: {exc}") from None
+        total = {"rows": 0, "created": 0, "revised": 0, "unchanged": 0}
+        for report in reports:
+            self.stdout.write(str(report))
+            for key in total:
+                total[key] += getattr(report, key)
+        summary = (
+            f"{source}: {len(reports)} file(s), {total['rows']} rows: {total['created']} created, "
+            f"{total['revised']} revised, {total['unchanged']} unchanged"
+        )
+        if not total["created"] and not total["revised"]:
+            summary += " (nothing changed)"
+        self.stdout.write(self.style.SUCCESS(summary))

@@ -1,0 +1,318 @@
+"""The run data model.
+
+Every document-like thing (implementation, workload, protocol, environment, run) stores the
+spec that its digest was computed from, so a manifest can be served without recomputation and
+the digest can be re-verified at any time. Digests identify things and are unique where they do.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+from runs.querysets import ComparisonGroupQuerySet, RunQuerySet
+
+DIGEST_LENGTH = 71  # "sha256:" + 64 hex
+
+
+class Evidence(models.TextChoices):
+    REPORTED = "reported", "Reported"
+    CHECKED = "checked", "Checked"
+    REPRODUCED = "reproduced", "Reproduced"
+    NOT_REPRODUCED = "not-reproduced", "Not reproduced"
+    INCORRECT = "incorrect", "Incorrect"
+    CONTROLLED = "controlled", "Controlled"
+
+
+class TimedPass(models.TextChoices):
+    FORWARD = "forward", "Forward"
+    BACKWARD = "backward", "Backward"
+    FULL = "full", "Full (forward + backward)"
+    NO_GRAD_FORWARD = "no-grad-forward", "Forward without autograd"
+
+
+class Metric(models.TextChoices):
+    LATENCY = "latency", "Latency"
+    MEMORY = "memory", "Peak memory"
+
+
+class Source(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    license = models.CharField(max_length=64, blank=True)
+    homepage = models.URLField(blank=True)
+    harness_repository = models.URLField(blank=True)
+    published_date = models.DateField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:source", args=[self.slug])
+
+
+class Gpu(models.Model):
+    """The GPU catalogue: one row per product and form factor seen in any source."""
+
+    slug = models.SlugField(max_length=80, unique=True)
+    upstream_name = models.CharField(max_length=120, unique=True)
+    vendor = models.CharField(max_length=32)
+    product = models.CharField(max_length=80)
+    form_factor = models.CharField(max_length=80, blank=True)
+    architecture = models.CharField(max_length=16)
+    memory_gib = models.PositiveIntegerField(null=True, blank=True)
+    # Datasheet peaks: dense (no sparsity) bf16 tensor-core rate and HBM/GDDR bandwidth.
+    peak_bandwidth_gbs = models.FloatField(help_text="Peak memory bandwidth, GB/s (10^9 bytes)")
+    peak_bf16_tflops = models.FloatField(help_text="Peak dense bf16 tensor rate, TFLOP/s")
+    gpu_class = models.SlugField(max_length=32, help_text="Rerun queue class, e.g. h100, h200")
+
+    class Meta:
+        ordering = ["vendor", "product", "form_factor"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["vendor", "product", "form_factor"], name="gpu_unique_product"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.upstream_name
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:gpu", args=[self.slug])
+
+
+class Benchmark(models.Model):
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:benchmark", args=[self.slug])
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=80, unique=True)
+    name = models.CharField(max_length=200)
+    url = models.URLField(blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    """A digest-addressed manifest document: the digest covers apiVersion, kind and spec."""
+
+    digest = models.CharField(max_length=DIGEST_LENGTH, unique=True)
+    name = models.CharField(max_length=120)
+    title = models.CharField(max_length=200)
+    spec = models.JSONField()
+
+    class Meta:
+        abstract = True
+
+
+class Implementation(Document):
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="implementations")
+    display_name = models.CharField(max_length=120)
+    provider_key = models.CharField(max_length=64, db_index=True)
+    revision = models.CharField(max_length=80, default="unknown")
+
+    def __str__(self) -> str:
+        return self.display_name
+
+
+class Workload(Document):
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="workloads")
+    slug = models.CharField(max_length=200)
+    label = models.CharField(max_length=300)
+    parameters = models.JSONField()
+    tensors = models.JSONField(default=list, help_text="Empty when the kernel's inputs are unknown")
+    dtype = models.CharField(max_length=16, blank=True, db_index=True)
+    comparator = models.CharField(max_length=64, default="not_asserted")
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class Protocol(Document):
+    family = models.CharField(max_length=64, db_index=True)
+    harness = models.CharField(max_length=120)
+    timer = models.CharField(max_length=64)
+    primary_statistic = models.CharField(max_length=32, default="median")
+    timed_pass = models.CharField(max_length=16, choices=TimedPass.choices)
+    metric = models.CharField(max_length=16, choices=Metric.choices)
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Environment(Document):
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="environments")
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Publication(models.Model):
+    """One publication of a source: the benchmark CSV as a whole, or one upstream CI run.
+
+    Ranks are computed inside a publication, never across them: two CI runs of the same cell
+    are that cell's history, not competitors.
+    """
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="publications")
+    slug = models.CharField(max_length=120)
+    upstream_commit = models.CharField(max_length=40, blank=True)
+    release = models.CharField(max_length=32, blank=True)
+    sequence = models.PositiveIntegerField(default=0, help_text="Upstream order, e.g. CI run order")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["source", "sequence", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "slug"], name="publication_unique_slug")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source.slug}/{self.slug}"
+
+
+class ImportRecord(models.Model):
+    """One ingest of one file: what came in, from where, and what it changed."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="imports")
+    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="imports")
+    location = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveIntegerField()
+    created = models.PositiveIntegerField()
+    revised = models.PositiveIntegerField()
+    unchanged = models.PositiveIntegerField()
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-imported_at"]
+
+    def __str__(self) -> str:
+        return f"{self.location} at {self.imported_at:%Y-%m-%d %H:%M}"
+
+
+class ComparisonGroup(models.Model):
+    """Runs that may be ranked together.
+
+    Same benchmark, timed pass, metric, workload, environment and protocol family, inside one
+    publication and one upstream sweep. `cell_key` drops the publication, so it names the same cell across CI runs.
+    """
+
+    key = models.CharField(max_length=DIGEST_LENGTH, unique=True)
+    cell_key = models.CharField(max_length=DIGEST_LENGTH, db_index=True)
+    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="groups")
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="groups")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="groups")
+    environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="groups")
+    timed_pass = models.CharField(max_length=16, choices=TimedPass.choices)
+    metric = models.CharField(max_length=16, choices=Metric.choices)
+    family = models.CharField(max_length=64)
+    sweep_name = models.CharField(max_length=64)
+    size = models.PositiveIntegerField(default=0)
+
+    objects = ComparisonGroupQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.benchmark.slug} {self.timed_pass} {self.metric} · {self.workload.label}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:group", args=[self.key.removeprefix("sha256:")[:16]])
+
+
+class Run(models.Model):
+    """One published measurement.
+
+    Latency values are integer nanoseconds, memory values integer bytes (the unit column says
+    which); `source_metrics` keeps the source's own numbers verbatim. A changed upstream row
+    becomes a new revision with the same public id; older revisions stay, not current.
+    """
+
+    public_id = models.CharField(max_length=8, db_index=True)
+    revision = models.PositiveSmallIntegerField(default=1)
+    is_current = models.BooleanField(default=True)
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="runs")
+    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="runs")
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="runs")
+    implementation = models.ForeignKey(
+        Implementation, on_delete=models.PROTECT, related_name="runs"
+    )
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
+    protocol = models.ForeignKey(Protocol, on_delete=models.PROTECT, related_name="runs")
+    environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="runs")
+    group = models.ForeignKey(ComparisonGroup, on_delete=models.PROTECT, related_name="runs")
+
+    timed_pass = models.CharField(max_length=16, choices=TimedPass.choices)
+    metric = models.CharField(max_length=16, choices=Metric.choices)
+    unit = models.CharField(max_length=8)  # "ns" or "B"
+    median = models.BigIntegerField()
+    p20 = models.BigIntegerField(null=True)
+    p80 = models.BigIntegerField(null=True)
+    source_metrics = models.JSONField()
+    sweep_name = models.CharField(max_length=64, help_text="The parameter the source swept")
+    sweep_value = models.FloatField(null=True)
+
+    observed_at = models.DateTimeField()
+    status = models.CharField(max_length=16, default="passed")
+    labels = models.JSONField(default=dict)
+    external_id = models.CharField(max_length=400)
+    name = models.CharField(max_length=120)
+    title = models.CharField(max_length=300)
+    spec = models.JSONField()
+    digest = models.CharField(max_length=DIGEST_LENGTH, db_index=True)
+    evidence = models.CharField(
+        max_length=16, choices=Evidence.choices, default=Evidence.REPORTED, db_index=True
+    )
+
+    # Written by the ranking query after every ingest (see runs.ranking), never by hand.
+    rank = models.PositiveIntegerField(null=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["public_id", "-revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["public_id", "revision"], name="run_unique_revision"),
+            models.UniqueConstraint(
+                fields=["public_id"],
+                condition=models.Q(is_current=True),
+                name="run_one_current_revision",
+            ),
+            models.UniqueConstraint(
+                fields=["source", "external_id", "revision"], name="run_unique_external_revision"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["group", "rank"], name="run_group_rank"),
+            models.Index(
+                fields=["benchmark", "timed_pass", "metric"], name="run_bench_pass_metric"
+            ),
+            models.Index(fields=["source", "external_id"], name="run_source_external"),
+            models.Index(fields=["environment"], name="run_environment"),
+            models.Index(fields=["implementation"], name="run_implementation"),
+            models.Index(fields=["-observed_at"], name="run_observed"),
+            models.Index(fields=["-created_at"], name="run_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.public_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:detail", args=[self.public_id])

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.getenv("KERNELINDEX_SHARED_DATA", REPO.parent / "shared" / "data"))
+LIGER_CSV = SHARED_DATA / "liger" / "all_benchmark_data.csv"
+LIGER_CI = SHARED_DATA / "liger-ci"
+EXAMPLE_EXTERNAL_ID = (
+    "llama4_rope/forward/huggingface/nvidia-h100-80gb-hbm3/"
+    "hidden8192-kv_heads8-q_heads32-seq4096-bf16/2025-08-07-21-42-12"
+)
+
+
+@pytest.fixture
+def alice(db):
+    """The owner in owner/other/stranger tests."""
+    return get_user_model().objects.create_user("alice", "alice@example.org", "alice-password-1")
+
+
+@pytest.fixture
+def bob(db):
+    return get_user_model().objects.create_user("bob", "bob@example.org", "bob-password-1")
+
+
+@pytest.fixture
+def charlie(db):
+    return get_user_model().objects.create_user(
+        "charlie", "charlie@example.org", "charlie-password-1"
+    )
+
+
+@pytest.fixture
+def liger_bench(db):
+    """The real Liger benchmark CSV, ingested."""
+    from runs.services import ingest
+
+    return ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])
+
+
+@pytest.fixture
+def example_run(liger_bench):
+    from runs.models import Run
+
+    return Run.objects.public().with_related().get(external_id=EXAMPLE_EXTERNAL_ID)
+
+
+def _required(name: str) -> bool:
+    return os.getenv(name) == "1"
+
+
+@pytest.fixture
+def services(db):
+    """The real PostgreSQL and Redis. Skipped on a laptop without them; a failure in CI, where
+    KERNELINDEX_REQUIRE_SERVICES=1 says they must be there."""
+    import redis
+    from django.conf import settings
+    from django.db import connection
+
+    problems = []
+    if connection.vendor != "postgresql":
+        problems.append("DATABASE_URL is not PostgreSQL")
+    if not settings.REDIS_URL:
+        problems.append("REDIS_URL is not set")
+    else:
+        try:
+            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
+        except redis.RedisError as exc:
+            problems.append(f"Redis does not answer: {exc}")
+    if problems:
+        message = "needs services: " + "; ".join(problems)
+        if _required("KERNELINDEX_REQUIRE_SERVICES"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return settings.REDIS_URL

@@ -513,7 +513,7 @@ KERNELS: dict[str, KernelSpec] = {
                 Param("vocab", ("V", "vocab_size")),
                 # Upstream never sets a dtype: torch.randn's default, float32.
                 Param("dtype", kind="dtype", default="fp32", required=False),
-                Param("ignore_index", kind="str", default=-100, required=False),
+                Param("ignore_index", kind="sint", default=-100, required=False),
             ),
             inputs=("logits",),
             outputs=("loss",),

@@ -58,7 +58,7 @@ class Param:
 
     name: str
     aliases: tuple[str, ...] = ()
-    kind: str = "int"  # int | float | str | dtype
+    kind: str = "int"  # int (positive) | sint (any integer) | float | str | dtype
     default: Any = None
     required: bool = True
     help: str = ""
@@ -78,7 +78,7 @@ class Resolved:
 def _coerce(param: Param, key: str, raw: Any) -> Any:
     if param.kind == "dtype":
         return normalise_dtype(raw)
-    if param.kind == "int":
+    if param.kind in ("int", "sint"):
         if isinstance(raw, bool):
             raise WorkloadError(f"parameter {key!r} must be an integer, got {raw!r}")
         if isinstance(raw, float) and raw.is_integer():
@@ -87,7 +87,7 @@ def _coerce(param: Param, key: str, raw: Any) -> Any:
             raw = int(raw)
         if not isinstance(raw, int):
             raise WorkloadError(f"parameter {key!r} must be an integer, got {raw!r}")
-        if raw <= 0:
+        if raw <= 0 and param.kind == "int":
             raise WorkloadError(f"parameter {key!r} must be positive, got {raw}")
         return raw
     if param.kind == "float":

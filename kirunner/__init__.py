@@ -8,14 +8,11 @@ liger_kernel are imported lazily by the modules that need them, so that the web 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "run_job"]
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 
 def run_job(job: dict[str, Any], **options: Any) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""Command line.
+
+    python -m kirunner JOB.json --out RESULT.json [--sign] [--cpu] [--rep MS] [--seed N]
+    python -m kirunner sign RESULT.json [--out SIGNED.json]
+    python -m kirunner verify RESULT.json
+
+Exit status: 0 result written and status ok; 1 result written but the job failed,
+was unavailable or the implementation was incorrect; 2 usage error or unreadable input;
+3 signing/verification failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .sign import SigningError, key_from_env, sign_result, verify_result
+
+__all__ = ["main"]
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    # Write-then-rename: a killed run never leaves half a result file behind.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, ensure_ascii=False, allow_nan=False)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _cmd_run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m kirunner", description="Re-measure one benchmark run."
+    )
+    p.add_argument("job", help="RerunJob JSON file")
+    p.add_argument("--out", required=True, help="where to write the RerunResult JSON")
+    p.add_argument("--sign", action="store_true", help="sign with KERNELINDEX_WORKER_KEY[_ID]")
+    p.add_argument(
+        "--cpu", action="store_true", help="run on the CPU (small shapes) even if a GPU is present"
+    )
+    p.add_argument(
+        "--rep", type=float, default=None, help="override the rep budget in ms (recorded)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed for the random inputs (default: random, recorded)",
+    )
+    args = p.parse_args(argv)
+
+    key = None
+    if args.sign:
+        try:
+            key = key_from_env()  # fail before spending minutes on a run we cannot sign
+        except SigningError as exc:
+            print(f"kirunner: {exc}", file=sys.stderr)
+            return 3
+    try:
+        job = _read_json(args.job)
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"kirunner: cannot read job {args.job}: {exc}", file=sys.stderr)
+        return 2
+
+    from .runner import run_job
+
+    result = run_job(job, force_cpu=args.cpu, rep=args.rep, seed=args.seed)
+    if key is not None:
+        sign_result(result, *key)
+    _write_json(Path(args.out), result)
+    payload = result["payload"]
+    m = payload.get("measurement") or {}
+    summary = f"{payload.get('status')}: {payload.get('benchmark')}/{payload.get('provider')}/{payload.get('pass')}/{payload.get('metric')}"
+    if m:
+        summary += f" median={m.get('median'):.6g} {m.get('unit')} (p20={m.get('p20'):.6g}, p80={m.get('p80'):.6g}, n={m.get('iterations')})"
+    if payload.get("error"):
+        summary += f" error={payload['error'].splitlines()[0]}"
+    print(summary)
+    return 0 if payload.get("status") == "ok" else 1
+
+
+def _cmd_sign(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m kirunner sign")
+    p.add_argument("result")
+    p.add_argument("--out", default=None, help="default: sign in place")
+    args = p.parse_args(argv)
+    try:
+        key_id, key = key_from_env()
+        doc = _read_json(args.result)
+        sign_result(doc, key_id, key)
+    except (SigningError, OSError, json.JSONDecodeError, ValueError) as exc:
+        print(f"kirunner sign: {exc}", file=sys.stderr)
+        return 3
+    _write_json(Path(args.out or args.result), doc)
+    return 0
+
+
+def _cmd_verify(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m kirunner verify")
+    p.add_argument("result")
+    args = p.parse_args(argv)
+    try:
+        key_id, key = key_from_env()
+        doc = _read_json(args.result)
+    except (SigningError, OSError, json.JSONDecodeError) as exc:
+        print(f"kirunner verify: {exc}", file=sys.stderr)
+        return 3
+    sig = doc.get("signature") or {}
+    if sig.get("keyId") != key_id:
+        print(
+            f"kirunner verify: signed with key {sig.get('keyId')!r}, have {key_id!r}",
+            file=sys.stderr,
+        )
+        return 3
+    if not verify_result(doc, key):
+        print("kirunner verify: BAD signature", file=sys.stderr)
+        return 3
+    print("signature OK")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "sign":
+        return _cmd_sign(argv[1:])
+    if argv and argv[0] == "verify":
+        return _cmd_verify(argv[1:])
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    return _cmd_run(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The environment a measurement really ran on (no hostname, no user, no paths)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from .impls import dist_version
+
+__all__ = ["capture_environment", "gpu_clocks"]
+
+_SMI_FIELDS = (
+    "name",
+    "driver_version",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "clocks.applications.graphics",
+    "clocks.applications.memory",
+    "power.limit",
+    "temperature.gpu",
+    "pstate",
+    "memory.total",
+)
+
+
+def _nvidia_smi(index: int) -> dict[str, str] | None:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run(
+            [
+                exe,
+                f"--id={index}",
+                f"--query-gpu={','.join(_SMI_FIELDS)}",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    values = [v.strip() for v in out.splitlines()[0].split(",")] if out else []
+    if len(values) != len(_SMI_FIELDS):
+        return None
+    return {
+        k: v
+        for k, v in zip(_SMI_FIELDS, values, strict=True)
+        if v and "N/A" not in v and "Not Supported" not in v
+    }
+
+
+def gpu_clocks(index: int = 0) -> dict[str, Any] | None:
+    """Current SM/memory clocks in MHz (read before and after a measurement)."""
+    smi = _nvidia_smi(index)
+    if smi is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, label in (
+        ("clocks.sm", "smMHz"),
+        ("clocks.mem", "memMHz"),
+        ("temperature.gpu", "temperatureC"),
+    ):
+        if key in smi:
+            try:
+                out[label] = int(float(smi[key]))
+            except ValueError:
+                pass
+    if "pstate" in smi:
+        out["pstate"] = smi["pstate"]
+    return out or None
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _int_or_none(v: str | None) -> int | None:
+    try:
+        return int(float(v)) if v is not None else None
+    except ValueError:
+        return None
+
+
+def capture_environment(device_type: str) -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {
+        "device": device_type,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        # Package versions from metadata: importing them just to read a version would
+        # pull triton/transformers into processes that do not use them.
+        "triton": dist_version("triton") or dist_version("pytorch-triton"),
+        "transformers": dist_version("transformers"),
+        "ligerKernel": dist_version("liger-kernel"),
+        "cpu": _cpu_model(),
+        "cpuCount": os.cpu_count(),
+        "torchThreads": torch.get_num_threads(),
+    }
+    if device_type == "cuda":
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        env.update(
+            gpuName=props.name,
+            computeCapability=f"sm_{props.major}{props.minor}",
+            smCount=props.multi_processor_count,
+            gpuMemoryMiB=props.total_memory // 2**20,
+            gpuCount=torch.cuda.device_count(),
+            cudnn=torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            allowTF32Matmul=bool(torch.backends.cuda.matmul.allow_tf32),
+        )
+        l2 = getattr(props, "L2_cache_size", None)
+        if l2:
+            env["l2CacheMiB"] = round(l2 / 2**20, 2)
+        smi = _nvidia_smi(idx)
+        if smi:
+            env["driver"] = smi.get("driver_version")
+            env["clocks"] = {
+                k: v
+                for k, v in {
+                    "maxSmMHz": _int_or_none(smi.get("clocks.max.sm")),
+                    "maxMemMHz": _int_or_none(smi.get("clocks.max.mem")),
+                    "applicationSmMHz": _int_or_none(smi.get("clocks.applications.graphics")),
+                    "applicationMemMHz": _int_or_none(smi.get("clocks.applications.memory")),
+                }.items()
+                if v is not None
+            }
+            if "power.limit" in smi:
+                env["powerLimitW"] = float(smi["power.limit"])
+        else:
+            env["driver"] = _driver_from_proc()
+    env["pythonImplementation"] = sys.implementation.name
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def _driver_from_proc() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            first = fh.readline()
+    except OSError:
+        return None
+    for token in first.split():
+        if token[:1].isdigit() and "." in token:
+            return token
+    return None

@@ -1,0 +1,175 @@
+"""The timed and memory-measured closures, built the way each upstream script builds them.
+
+Liger-Kernel's benchmark scripts do not share one recipe; four styles cover the seven
+kernels, and the differences matter for what is timed (and allocated):
+
+``autograd_grad`` (rope, llama4_rope)
+    dq/dk drawn once at setup. backward = ``torch.autograd.grad((q_out, k_out), (q, k),
+    (dq, dk), allow_unused=True, retain_graph=True)`` on one forward's graph; full =
+    forward + the same call without retain_graph. grad_to_none=[q, k]. The memory
+    measurement runs full *with* retain_graph=True (as bench_memory_* does).
+``fixed_dy`` (rms_norm, layer_norm)
+    dy drawn once at setup; backward = ``y.backward(dy, retain_graph=True)``; full =
+    forward + that. grad_to_none=[x].
+``random_dy`` (swiglu, geglu)
+    backward draws ``do = randn_like(x)`` once; full draws ``randn_like(y)`` inside the
+    timed call (so the draw is timed, as upstream). grad_to_none=[x].
+``scalar_loss`` (cross_entropy)
+    forward and full pass no grad_to_none (x.grad accumulates, as upstream);
+    backward = ``y.backward(retain_graph=True)`` with grad_to_none=[x]; full =
+    forward + ``y.backward()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from .kernels import Impl, KernelSpec
+
+__all__ = ["memory_closure", "speed_closure"]
+
+Closure = Callable[[], Any]
+
+
+class _Case:
+    """Tensors and forward for one measurement, allocated as the upstream setup does."""
+
+    def __init__(
+        self, spec: KernelSpec, impl: Impl, wl: dict[str, Any], device: Any, gen: Any
+    ) -> None:
+        raw = spec.make_inputs(wl, device, gen)
+        for name in spec.inputs:
+            raw[name].requires_grad_(True)
+        self.spec = spec
+        self.impl = impl
+        self.gen = gen
+        self.leaves = raw
+        self.views = spec.views(raw)
+        self.wrt = [self.views[n] for n in spec.inputs]
+
+    def forward(self) -> tuple[torch.Tensor, ...]:
+        return self.impl.forward(self.views)
+
+
+def _normal_like(t: torch.Tensor, gen: Any) -> torch.Tensor:
+    """randn_like(t) from our generator; empty_like keeps t's strides as randn_like does
+    (upstream's dq for a transposed q is itself transposed)."""
+    import torch
+
+    return torch.empty_like(t, requires_grad=False).normal_(generator=gen)
+
+
+def _autograd_grad(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    import torch
+
+    dys = [_normal_like(w, case.gen) for w in case.wrt]
+    g2n = list(case.wrt)
+    if mode == "forward":
+        return case.forward, g2n
+    if mode == "backward":
+        outs = case.forward()
+        return (
+            lambda: torch.autograd.grad(outs, case.wrt, dys, allow_unused=True, retain_graph=True),
+            g2n,
+        )
+
+    retain = for_memory  # bench_memory_* passes retain_graph=True, bench_speed_* does not
+
+    def full() -> None:
+        outs = case.forward()
+        torch.autograd.grad(outs, case.wrt, dys, allow_unused=True, retain_graph=retain)
+
+    return full, g2n
+
+
+def _fixed_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    (x,) = case.wrt
+    dy = _normal_like(x, case.gen)
+    g2n = [x]
+    if mode == "forward":
+        return case.forward, g2n
+    if mode == "backward":
+        (y,) = case.forward()
+        return lambda: y.backward(dy, retain_graph=True), g2n
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(dy, retain_graph=True)
+
+    return full, g2n
+
+
+def _random_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    import torch
+
+    (x,) = case.wrt
+    g2n = [x]
+    if mode == "forward":
+        return case.forward, g2n
+    if mode == "backward":
+        do = _normal_like(x, case.gen)
+        (y,) = case.forward()
+        return lambda: y.backward(do, retain_graph=True), g2n
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(torch.randn_like(y), retain_graph=True)
+
+    return full, g2n
+
+
+def _scalar_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    (x,) = case.wrt
+    if mode == "forward":
+        return case.forward, None
+    if mode == "backward":
+        (y,) = case.forward()
+        return lambda: y.backward(retain_graph=True), [x]
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward()
+
+    return full, None
+
+
+_STYLES = {
+    "autograd_grad": _autograd_grad,
+    "fixed_dy": _fixed_dy,
+    "random_dy": _random_dy,
+    "scalar_loss": _scalar_loss,
+}
+
+
+def _build(
+    spec: KernelSpec,
+    impl: Impl,
+    wl: dict[str, Any],
+    device: Any,
+    gen: Any,
+    mode: str,
+    for_memory: bool,
+):
+    if mode not in ("forward", "backward", "full"):
+        raise ValueError(f"unknown pass {mode!r}")
+    case = _Case(spec, impl, wl, device, gen)
+    return _STYLES[spec.style](case, mode, for_memory=for_memory)
+
+
+def speed_closure(
+    spec: KernelSpec, impl: Impl, wl: dict[str, Any], device: Any, gen: Any, mode: str
+) -> tuple[Closure, list | None]:
+    """(fn, grad_to_none) for do_bench, as the upstream bench_speed_* function makes them."""
+    return _build(spec, impl, wl, device, gen, mode, for_memory=False)
+
+
+def memory_closure(
+    spec: KernelSpec, impl: Impl, wl: dict[str, Any], device: Any, gen: Any, mode: str
+) -> Closure:
+    """fn for _test_memory, as the upstream bench_memory_* function makes it."""
+    fn, _ = _build(spec, impl, wl, device, gen, mode, for_memory=True)
+    return fn

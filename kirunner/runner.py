@@ -1,0 +1,313 @@
+"""Run one RerunJob and build its RerunResult payload.
+
+Order of work, and why:
+1. Validate the job and resolve the workload (cheap, fails fast with a clear message).
+2. Pick the device. No CUDA, or ``force_cpu``: CPU mode with scaled-down shapes.
+3. Build the implementation (imports transformers / liger_kernel lazily; a missing
+   package or a GPU-only provider on a CPU becomes an "unavailable" result).
+4. Correctness check at the shapes that will be measured; its tensors are freed before
+   measuring so they do not count towards memory. It also warms up kernels (Triton
+   compilation, cuBLAS workspace), much as upstream's speed runs warmed the process
+   before its memory runs.
+5. Measure (latency or memory) with fresh inputs allocated as the upstream setup does.
+   A failed check does not stop the measurement: the numbers are real, the result says
+   the implementation was wrong, and the server decides what to do with them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import os
+import secrets
+import traceback
+from typing import Any
+
+from . import __version__
+from .impls import Unavailable
+from .workload import WorkloadError
+
+__all__ = ["API_VERSION", "JobError", "run_job", "validate_job"]
+
+API_VERSION = "kernelindex.dev/v1alpha1"
+PASSES = ("forward", "backward", "full")
+METRIC_ALIASES = {"latency": "latency", "speed": "latency", "memory": "memory"}
+DEFAULT_QUANTILES = (0.5, 0.2, 0.8)
+
+
+class JobError(ValueError):
+    """The job document is malformed or asks for something this runner cannot do."""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _get(doc: dict[str, Any], path: str) -> Any:
+    cur: Any = doc
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            raise JobError(f"job is missing {path}")
+        cur = cur[part]
+    return cur
+
+
+def validate_job(job: Any) -> dict[str, Any]:
+    """Check the job's envelope and return the fields the runner uses, normalised."""
+    if not isinstance(job, dict):
+        raise JobError("job must be a JSON object")
+    if job.get("apiVersion") != API_VERSION:
+        raise JobError(f"apiVersion must be {API_VERSION!r}, got {job.get('apiVersion')!r}")
+    if job.get("kind") != "RerunJob":
+        raise JobError(f"kind must be 'RerunJob', got {job.get('kind')!r}")
+    out: dict[str, Any] = {
+        "job_id": str(_get(job, "job.id")),
+        "nonce": str(_get(job, "job.nonce")),
+        "public_id": str(_get(job, "run.publicId")),
+        "benchmark": str(_get(job, "benchmark")),
+        "pass": str(_get(job, "pass")),
+        "provider": str(_get(job, "provider")),
+    }
+    metric = str(_get(job, "metric"))
+    if metric not in METRIC_ALIASES:
+        raise JobError(f"metric must be 'latency' or 'memory', got {metric!r}")
+    out["metric"] = METRIC_ALIASES[metric]
+    if out["pass"] not in PASSES:
+        raise JobError(f"pass must be one of {', '.join(PASSES)}, got {out['pass']!r}")
+    params = _get(job, "workload.parameters")
+    if not isinstance(params, dict):
+        raise JobError("workload.parameters must be an object")
+    out["parameters"] = params
+    protocol = job.get("protocol") or {}
+    if not isinstance(protocol, dict):
+        raise JobError("protocol must be an object")
+    family = protocol.get("family", "liger_kernel_bench")
+    if family != "liger_kernel_bench":
+        raise JobError(f"protocol family {family!r} is not supported (only liger_kernel_bench)")
+    quantiles = protocol.get("quantiles", list(DEFAULT_QUANTILES))
+    if (
+        not isinstance(quantiles, list)
+        or not quantiles
+        or not all(
+            isinstance(q, int | float) and not isinstance(q, bool) and 0 <= q <= 1
+            for q in quantiles
+        )
+    ):
+        raise JobError("protocol.quantiles must be a non-empty list of numbers in [0, 1]")
+    out["quantiles"] = [float(q) for q in quantiles]
+    rep = protocol.get("rep")
+    if rep is not None and (isinstance(rep, bool) or not isinstance(rep, int | float) or rep <= 0):
+        raise JobError("protocol.rep must be a positive number of milliseconds")
+    out["rep"] = rep
+    impl = job.get("implementation") or {}
+    out["revision"] = (
+        (impl.get("revision") if isinstance(impl, dict) else None)
+        or protocol.get("ligerVersion")
+        or None
+    )
+    return out
+
+
+def _job_echo(job: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """job/run identifiers to echo even when the job is malformed."""
+    j = job.get("job") if isinstance(job, dict) else None
+    r = job.get("run") if isinstance(job, dict) else None
+    j = j if isinstance(j, dict) else {}
+    r = r if isinstance(r, dict) else {}
+    return {"id": j.get("id"), "nonce": j.get("nonce")}, {"publicId": r.get("publicId")}
+
+
+def _free(device_type: str) -> None:
+    gc.collect()
+    if device_type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def run_job(
+    job: dict[str, Any],
+    *,
+    force_cpu: bool = False,
+    rep: float | None = None,
+    seed: int | None = None,
+    cpu_max_samples: int = 1000,
+) -> dict[str, Any]:
+    """Run the job; return the unsigned RerunResult document. Never raises for job-level
+    problems: they end up in payload.error (and payload.status)."""
+    started = _now()
+    job_echo, run_echo = _job_echo(job)
+    payload: dict[str, Any] = {
+        "job": job_echo,
+        "run": run_echo,
+        "benchmark": job.get("benchmark") if isinstance(job, dict) else None,
+        "pass": job.get("pass") if isinstance(job, dict) else None,
+        "metric": job.get("metric") if isinstance(job, dict) else None,
+        "provider": job.get("provider") if isinstance(job, dict) else None,
+        "status": "error",
+        "device": None,
+        "environment": {},
+        "implementation": None,
+        "workload": {"requested": None, "ran": None},
+        "correctness": None,
+        "measurement": None,
+        "startedAt": started,
+        "finishedAt": None,
+        "runner": {"name": "kirunner", "version": __version__},
+        "error": None,
+    }
+    try:
+        _run(
+            job,
+            payload,
+            force_cpu=force_cpu,
+            rep_override=rep,
+            seed=seed,
+            cpu_max_samples=cpu_max_samples,
+        )
+    except Unavailable as exc:
+        payload["status"] = "unavailable"
+        payload["error"] = f"unavailable: {exc}"
+    except (JobError, WorkloadError) as exc:
+        payload["status"] = "invalid"
+        payload["error"] = f"invalid job: {exc}"
+    except Exception as exc:  # a crash in a kernel must still produce a result file
+        payload["status"] = "error"
+        tb = traceback.format_exc(limit=6)
+        payload["error"] = f"{type(exc).__name__}: {exc}\n{tb}"
+    payload["finishedAt"] = _now()
+    return {"apiVersion": API_VERSION, "kind": "RerunResult", "payload": payload, "signature": None}
+
+
+def _run(
+    job: dict[str, Any],
+    payload: dict[str, Any],
+    *,
+    force_cpu: bool,
+    rep_override: float | None,
+    seed: int | None,
+    cpu_max_samples: int,
+) -> None:
+    spec_job = validate_job(job)
+    payload["metric"] = spec_job["metric"]
+    payload["workload"]["requested"] = dict(spec_job["parameters"])
+
+    import torch
+
+    from . import harness, protocol
+    from .check import run_check
+    from .env import capture_environment, gpu_clocks
+    from .kernels import get_spec
+
+    spec = get_spec(spec_job["benchmark"])
+    if spec_job["provider"] not in spec.providers:
+        raise JobError(
+            f"{spec.name} has no provider {spec_job['provider']!r} upstream (providers: {', '.join(spec.providers)})"
+        )
+    wl, unused = spec.resolve(spec_job["parameters"])
+
+    device_type = "cuda" if (torch.cuda.is_available() and not force_cpu) else "cpu"
+    device = (
+        torch.device(device_type, torch.cuda.current_device())
+        if device_type == "cuda"
+        else torch.device("cpu")
+    )
+    payload["device"] = device_type
+    payload["environment"] = capture_environment(device_type)
+
+    ran = spec.scale_down(wl) if device_type == "cpu" else dict(wl)
+    workload: dict[str, Any] = {
+        "requested": dict(spec_job["parameters"]),
+        "resolved": wl,
+        "ran": ran,
+    }
+    if ran != wl:
+        workload["scaledDown"] = "CPU run: sizes capped so the job finishes in seconds"
+    if unused:
+        workload["unusedParameters"] = unused
+    payload["workload"] = workload
+
+    revision = spec_job["revision"]
+    impl = spec.build(ran, spec_job["provider"], device, revision)
+    impl_json = impl.info.as_json()
+    if spec_job["provider"] == "liger":
+        impl_json["requestedRevision"] = revision
+    payload["implementation"] = impl_json
+
+    # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
+    seed = secrets.randbits(48) if seed is None else seed
+    check = run_check(spec, impl, ran, device, spec_job["pass"], seed)
+    payload["correctness"] = check.as_json()
+    _free(device_type)
+
+    if rep_override is not None:
+        rep, rep_source = float(rep_override), "override"
+    elif spec_job["rep"] is not None:
+        rep, rep_source = float(spec_job["rep"]), "job"
+    else:
+        rep, rep_source = float(spec.upstream_rep), "upstream"
+    quantiles = spec_job["quantiles"]
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed + 1)
+    clocks_before = gpu_clocks(device.index or 0) if device_type == "cuda" else None
+
+    if spec_job["metric"] == "latency":
+        fn, grad_to_none = protocol.speed_closure(spec, impl, ran, device, gen, spec_job["pass"])
+        if device_type == "cuda":
+            m = harness.latency_cuda(fn, rep=rep, quantiles=quantiles, grad_to_none=grad_to_none)
+            timer = "cuda_events"
+        else:
+            m = harness.latency_cpu(
+                fn,
+                rep=rep,
+                quantiles=quantiles,
+                grad_to_none=grad_to_none,
+                max_samples=cpu_max_samples,
+            )
+            timer = "cpu_perf_counter"
+        unit = "ms"
+        del fn, grad_to_none
+    else:
+
+        def make_fn() -> Any:
+            return protocol.memory_closure(spec, impl, ran, device, gen, spec_job["pass"])
+
+        if device_type == "cuda":
+            m = harness.memory_cuda(make_fn, quantiles=quantiles)
+            timer = "cuda_max_memory_allocated"
+        else:
+            m = harness.memory_cpu(make_fn, quantiles=quantiles)
+            timer = "cpu_profiler_allocated"
+        unit = "MiB"
+
+    measurement: dict[str, Any] = {
+        "metric": spec_job["metric"],
+        "unit": unit,
+        "quantiles": quantiles,
+        "values": m.quantiles,
+        "timer": timer,
+        "rep": rep if spec_job["metric"] == "latency" else None,
+        "repSource": rep_source if spec_job["metric"] == "latency" else None,
+        "upstreamRep": spec.upstream_rep if spec_job["metric"] == "latency" else None,
+        "iterations": len(m.samples),
+        "samples": m.samples,
+        "details": m.details,
+    }
+    # median/p20/p80 by name whenever the job asked for those quantiles (the default).
+    for label, q in (("median", 0.5), ("p20", 0.2), ("p80", 0.8)):
+        measurement[label] = (
+            m.quantiles[quantiles.index(q)]
+            if q in quantiles
+            else harness.quantile_linear(m.samples, q)
+        )
+    if rep_source == "job" and spec_job["metric"] == "latency" and rep != spec.upstream_rep:
+        measurement["notes"] = [
+            f"job rep {rep:g} ms differs from the upstream script's rep={spec.upstream_rep} for {spec.name}"
+        ]
+    if clocks_before is not None:
+        measurement["clocks"] = {"before": clocks_before, "after": gpu_clocks(device.index or 0)}
+    payload["measurement"] = measurement
+    payload["status"] = "ok" if check.passed else "incorrect"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        payload["status"] = "dev-interpreter"

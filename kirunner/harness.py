@@ -165,8 +165,15 @@ def latency_cpu(
     grad_to_none: Sequence[Any] | None,
     warmup: float = WARMUP_MS,
     max_samples: int = 1000,
+    min_samples: int = 5,
 ) -> Measured:
-    """do_bench's loop with time.perf_counter; no L2 flush (no device cache to flush)."""
+    """do_bench's loop with time.perf_counter; no L2 flush (no device cache to flush).
+
+    Unlike do_bench, the number of timed calls is kept within [min_samples, max_samples]:
+    a noisy shared CPU can make the 5-call estimate exceed the whole rep budget (one
+    sample, no spread), and a tiny CPU shape would otherwise yield tens of thousands of
+    samples. Both bounds are recorded when they apply.
+    """
     clock = time.perf_counter
     fn()
     t0 = clock()
@@ -175,8 +182,8 @@ def latency_cpu(
     estimate_ms = (clock() - t0) * 1e3 / 5
     n_warmup = max(1, int(warmup / estimate_ms)) if estimate_ms > 0 else 1000
     n_repeat = max(1, int(rep / estimate_ms)) if estimate_ms > 0 else 1000
-    capped = n_repeat > max_samples
-    n_repeat = min(n_repeat, max_samples)
+    uncapped = n_repeat
+    n_repeat = min(max(n_repeat, min_samples), max_samples)
     for _ in range(n_warmup):
         fn()
     times: list[float] = []
@@ -195,8 +202,9 @@ def latency_cpu(
         "l2Flush": "none (CPU run)",
         "quantileRule": "linear interpolation (triton.testing._quantile)",
     }
-    if capped:
-        details["nRepeatCappedAt"] = max_samples
+    if n_repeat != uncapped:
+        details["nRepeatFromBudget"] = uncapped
+        details["nRepeatBounds"] = [min_samples, max_samples]
     return Measured(times, [quantile_linear(times, q) for q in quantiles], details)
 
 

@@ -1,0 +1,215 @@
+"""kirunner.canonical against RFC 8785's own examples and the rfc8785 package."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import struct
+
+import pytest
+import rfc8785
+
+from kirunner.canonical import CanonicalizationError, canonicalize, format_number
+
+
+def _random_doubles(n: int, seed: int = 8785) -> list[float]:
+    rng = random.Random(seed)
+    out: list[float] = []
+    while len(out) < n:
+        (x,) = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))
+        if math.isfinite(x):
+            out.append(x)
+    return out
+
+
+EDGE_FLOATS = [
+    0.0,
+    -0.0,
+    0.1,
+    -0.1,
+    0.5,
+    1.0,
+    -1.0,
+    100.0,
+    1e-7,
+    1e-6,
+    1.5e-7,
+    0.000001,
+    0.0000012345,
+    1e20,
+    1e21,
+    1e22,
+    -1e21,
+    123456789012345680000.0,
+    1.2345678901234568e21,
+    333333333.33333329,
+    1e30,
+    4.5,
+    2e-3,
+    1e-27,
+    5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    9007199254740991.0,
+    9007199254740992.0,
+    0.1 + 0.2,
+    1 / 3,
+    2**-1074,
+    295147905179352830000.0,
+    4.35,
+    0.30000000000000004,
+    123e-20,
+    1e-5,
+    1e-4,
+    12345678.9,
+]
+
+ES_FORMS = {
+    1e-7: "1e-7",
+    1e21: "1e+21",
+    1e20: "100000000000000000000",
+    0.1: "0.1",
+    -0.0: "0",
+    0.000001: "0.000001",
+    1.5e-7: "1.5e-7",
+    123e-20: "1.23e-18",
+    5e-324: "5e-324",
+    1.7976931348623157e308: "1.7976931348623157e+308",
+    9007199254740992.0: "9007199254740992",
+    100.0: "100",
+    -1e21: "-1e+21",
+    333333333.33333329: "333333333.3333333",
+    1e30: "1e+30",
+}
+
+
+@pytest.mark.parametrize("value,expected", sorted(ES_FORMS.items(), key=lambda kv: repr(kv[0])))
+def test_numbers_use_ecmascript_form(value: float, expected: str) -> None:
+    assert format_number(value) == expected
+
+
+@pytest.mark.parametrize("value", EDGE_FLOATS + _random_doubles(2000))
+def test_floats_match_rfc8785_package(value: float) -> None:
+    assert canonicalize(value) == rfc8785.dumps(value)
+    # and the text reads back as the same double
+    assert float(canonicalize(value)) == value
+
+
+def test_rfc8785_appendix_example() -> None:
+    # RFC 8785 section 3.2.2 / appendix: the sample input and its canonical output.
+    doc = json.loads(
+        '{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],'
+        ' "string": "\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/",'
+        ' "literals": [null, true, false]}'
+    )
+    expected = (
+        '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+        '"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
+    ).encode()
+    assert canonicalize(doc) == expected
+    assert canonicalize(doc) == rfc8785.dumps(doc)
+
+
+def test_keys_sort_by_utf16_code_units() -> None:
+    # RFC 8785 3.2.3's example: the emoji (a surrogate pair, D83D...) sorts before U+FB33
+    # even though its code point is larger.
+    doc = {
+        "\u20ac": "Euro Sign",
+        "\r": "Carriage Return",
+        "\ufb33": "Hebrew Letter Dalet With Dagesh",
+        "1": "One",
+        "\U0001f600": "Emoji: Grinning Face",
+        "\u0080": "Control",
+        "\u00f6": "Latin Small Letter O With Diaeresis",
+    }
+    out = canonicalize(doc).decode()
+    assert out == rfc8785.dumps(doc).decode()
+    assert list(json.loads(out)) == [
+        "\r",
+        "1",
+        "\u0080",
+        "\u00f6",
+        "\u20ac",
+        "\U0001f600",
+        "\ufb33",
+    ]
+
+
+PAYLOADS = [
+    {},
+    [],
+    {"a": []},
+    {"b": 1, "a": 2, "A": 3, "aa": 4, "": 5},
+    {"nested": {"z": [1, 2.5, {"y": None, "x": True}], "a": False}},
+    {
+        "unicode": "na\u00efve \u65e5\u672c\u8a9e \U0001f680",
+        "ctl": '\x00\x01\x1f\x7f\t\n\b\f\r"\\/',
+    },
+    {"\U0001f680": 1, "\u00e9": 2, "e": 3, "\ufffd": 4},
+    {"ints": [0, -1, 1, 2**53 - 1, -(2**53 - 1), 10**15]},
+    {"floats": [1e-7, 1e21, 0.1, -0.0, 1.0, 2.5e-5, 6.02214076e23, -1e-300]},
+    {
+        "payload": {
+            "job": {"id": "6f1c1f7e-1b53-4a43-9d1e-2a4f9c1f0a11", "nonce": "ab" * 16},
+            "measurement": {"median": 0.1673445, "samples": [0.1, 0.2000001, 1e-9], "unit": "ms"},
+            "environment": {"gpuName": "NVIDIA H200", "computeCapability": "sm_90"},
+        }
+    },
+    "just a string",
+    3.14159,
+    None,
+    True,
+]
+
+
+@pytest.mark.parametrize("doc", PAYLOADS)
+def test_payloads_match_rfc8785_package(doc: object) -> None:
+    assert canonicalize(doc) == rfc8785.dumps(doc)
+
+
+def test_random_nested_documents_match_rfc8785_package() -> None:
+    rng = random.Random(42)
+    alphabet = ["a", "b", "Z", "\u00e9", "\u20ac", "\U0001f600", "\n", '"', "\\", "1", " "]
+    floats = _random_doubles(500, seed=7)
+
+    def value(depth: int) -> object:
+        kind = rng.randrange(8 if depth < 4 else 5)
+        if kind == 0:
+            return rng.choice([None, True, False])
+        if kind == 1:
+            return rng.randint(-(2**53 - 1), 2**53 - 1)
+        if kind == 2:
+            return rng.choice(floats)
+        if kind in (3, 4):
+            return "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+        if kind in (5, 6):
+            return {
+                "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 4))): value(depth + 1)
+                for _ in range(rng.randrange(5))
+            }
+        return [value(depth + 1) for _ in range(rng.randrange(5))]
+
+    for _ in range(300):
+        doc = value(0)
+        assert canonicalize(doc) == rfc8785.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        2**53,
+        -(2**53),
+        {1: "x"},
+        "\ud800",
+        {"s": object()},
+    ],
+)
+def test_values_without_a_canonical_form_are_rejected(bad: object) -> None:
+    with pytest.raises(CanonicalizationError):
+        canonicalize(bad)
+    with pytest.raises((rfc8785.CanonicalizationError, TypeError, ValueError)):
+        rfc8785.dumps(bad)  # the reference package refuses them too

@@ -1,0 +1,67 @@
+"""Quantile rules and the CPU timing loop."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from kirunner import harness
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])
+def test_quantile_rule_matches_torch_linear(n: int) -> None:
+    rng = random.Random(n)
+    samples = [rng.lognormvariate(0, 1) for _ in range(n)]
+    for q in (0.0, 0.2, 0.5, 0.8, 1.0):
+        want = torch.quantile(torch.tensor(samples, dtype=torch.float64), q).item()
+        assert harness.quantile_linear(samples, q) == pytest.approx(want, rel=1e-12)
+
+
+def test_memory_quantiles_are_float32_like_test_memory() -> None:
+    samples = [100.0, 100.5, 101.0, 99.0, 100.25, 100.0, 100.0, 102.0, 100.0, 98.5]
+    got = harness.quantiles_torch_float32(samples, [0.5, 0.2, 0.8])
+    want = torch.quantile(torch.tensor(samples), torch.tensor([0.5, 0.2, 0.8])).tolist()
+    assert got == want
+
+
+def test_cpu_loop_counts_and_resets_grads() -> None:
+    x = torch.randn(64, requires_grad=True)
+    calls = []
+
+    def fn() -> None:
+        calls.append(x.grad is None)
+        (x * 2).sum().backward()
+
+    m = harness.latency_cpu(fn, rep=5, quantiles=[0.5, 0.2, 0.8], grad_to_none=[x], max_samples=50)
+    n = m.details["nRepeat"]
+    assert 5 <= n <= 50 and len(m.samples) == n
+    # every timed call starts with x.grad cleared, as do_bench's grad_to_none does
+    assert all(calls[-n:])
+    assert m.quantiles[1] <= m.quantiles[0] <= m.quantiles[2]
+
+
+def test_cpu_loop_bounds_are_recorded() -> None:
+    m = harness.latency_cpu(
+        lambda: None, rep=50, quantiles=[0.5], grad_to_none=None, max_samples=20
+    )
+    assert len(m.samples) == 20
+    assert m.details["nRepeatBounds"] == [5, 20] and m.details["nRepeatFromBudget"] > 20
+
+
+def test_cpu_memory_counts_live_tensors() -> None:
+    def make_fn():
+        keep = torch.ones(2**18, dtype=torch.float32)  # 1 MiB alive through the loop
+
+        def fn() -> None:
+            tmp = torch.empty(2**19, dtype=torch.float32)  # 2 MiB transient
+            tmp.fill_(1.0)
+            keep.add_(0)
+
+        return fn
+
+    m = harness.memory_cpu(make_fn, quantiles=[0.5, 0.2, 0.8])
+    assert len(m.samples) == harness.MEMORY_ITERATIONS
+    # 1 MiB kept + 2 MiB peak inside each call
+    assert all(s == pytest.approx(3.0, abs=0.01) for s in m.samples), m.samples

@@ -11,6 +11,7 @@ rows whose "MB" are MiB, and timestamps without a zone.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -95,8 +96,17 @@ def _param_value(value):
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def timestamp_slug(observed_at: datetime) -> str:
     return observed_at.strftime("%Y-%m-%d-%H-%M-%S")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_timestamp(text: str) -> datetime:
+    # The harness writes the runner's local time with no zone; nothing records the zone, so it
+    # is read as UTC (the manifests say so in observedAt's trailing Z and the protocol notes).
+    # One suite run shares a handful of timestamps, hence the cache.
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
 
 
 def parse_liger_csv(data: bytes, location: str) -> list[ParsedRow]:
@@ -158,12 +168,9 @@ def _parse_liger_row(cells: list[str], line: int) -> ParsedRow:
     if not isinstance(config, dict):
         raise ValueError("extra_benchmark_config_str is not a JSON object")
     try:
-        observed = datetime.strptime(r["timestamp"], "%Y-%m-%d %H:%M:%S")
+        observed = _parse_timestamp(r["timestamp"])
     except ValueError:
         raise ValueError(f"timestamp {r['timestamp']!r} is not YYYY-MM-DD HH:MM:SS") from None
-    # The harness writes the runner's local time with no zone; nothing records the zone, so it
-    # is read as UTC (the manifests say so in observedAt's trailing Z and the protocol notes).
-    observed = observed.replace(tzinfo=UTC)
 
     params: dict = {}
     for key, value in config.items():

@@ -9,6 +9,7 @@ same public id; the old revision is kept, no longer current.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import urllib.parse
 import urllib.request
@@ -261,8 +262,9 @@ class _Resolver:
         return self.cache[frozen]
 
 
-def _freeze(d: dict) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in d.items()))
+def _freeze(d: dict) -> str:
+    # JSON keeps 1, 1.5, true and "1" apart, and the C encoder is cheap per row.
+    return json.dumps(d, sort_keys=True)
 
 
 def ingest_file(
@@ -370,9 +372,6 @@ def _prepare_rows(source, publication, rows: list[ParsedRow], is_ci: bool, progr
                 "implementation": implementation,
                 "cell_key": cell_key,
                 "group_key": group_key,
-                "name": _run_name(source.slug, row.external_id, row.metric),
-                "title": f"{benchmark.title} · {row.raw_provider} · {row.timed_pass}"
-                + (" · memory" if row.metric == "memory" else ""),
             }
         )
     if duplicates:
@@ -430,11 +429,13 @@ def public_id_for(source_slug: str, external_id: str, attempt: int = 0) -> str:
 def _write_runs(
     source: Source, publication: Publication, prepared: list[dict], location: str
 ) -> dict:
+    # Plain tuples: a CI run holds a couple of thousand rows and model instances cost more
+    # than the comparison they serve.
     existing = {
-        r.external_id: r
-        for r in Run.objects.filter(source=source, publication=publication, is_current=True).only(
-            "id", "external_id", "digest", "labels", "public_id", "revision", "evidence"
-        )
+        row[0]: _Existing(*row[1:])
+        for row in Run.objects.filter(source=source, publication=publication, is_current=True)
+        .order_by()
+        .values_list("external_id", "id", "digest", "labels", "public_id", "revision")
     }
     groups = _groups_ensure(publication, prepared)
     to_create: list[Run] = []
@@ -498,8 +499,9 @@ def _write_runs(
                 status="passed",
                 labels=row.labels,
                 external_id=row.external_id,
-                name=p["name"],
-                title=p["title"],
+                name=_run_name(source.slug, row.external_id, row.metric),
+                title=f"{p['benchmark'].title} · {row.raw_provider} · {row.timed_pass}"
+                + (" · memory" if row.metric == "memory" else ""),
                 spec=p["spec"],
                 digest=p["digest"],
                 # A new revision is new upstream data: it starts at `reported` like any import.
@@ -509,6 +511,15 @@ def _write_runs(
         Run.objects.filter(id__in=retire).update(is_current=False, rank=None)
     Run.objects.bulk_create(to_create, batch_size=1000)
     return {"created": created, "revised": revised, "unchanged": unchanged}
+
+
+@dataclass(frozen=True)
+class _Existing:
+    id: int
+    digest: str
+    labels: dict
+    public_id: str
+    revision: int
 
 
 def _groups_ensure(publication: Publication, prepared: list[dict]) -> dict[str, ComparisonGroup]:

@@ -119,3 +119,29 @@ def test_manifest_json_endpoint(client, example_run):
         {"name": "k", "dtype": "bf16", "shape": [1, 4096, 8, 256]},
     ]
     assert client.get("/runs/ffffffff.json").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"b": 1, "a": 2, "é": 3},
+        [0.0, -0.0, 1.0, 4096.0, 1e-7, 1e-5, 1.5e-4, 0.1, 123456789.125, 1e16, 1e21, 2e300],
+        {"s": 'quote " back \\ nl \n tab \t ctrl \x01 uni é € 😀 \u2028'},
+        {"nested": [{"z": None, "y": True, "x": False}], "big": 2**53 - 1, "neg": -17},
+    ],
+)
+def test_fast_canonical_json_matches_rfc8785(value):
+    import rfc8785
+
+    assert canonical_json(value) == rfc8785.dumps(value)
+
+
+def test_fast_canonical_json_matches_rfc8785_on_every_shipped_row():
+    import rfc8785
+
+    from runs.parsers import parse_liger_csv
+    from tests.conftest import LIGER_CSV
+
+    for row in parse_liger_csv(LIGER_CSV.read_bytes(), "all_benchmark_data.csv"):
+        doc = {"metrics": row.source_metrics, "params": row.params, "p": [row.median, row.p20]}
+        assert canonical_json(doc) == rfc8785.dumps(doc)

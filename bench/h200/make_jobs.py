@@ -96,8 +96,7 @@ def job_for(row: dict[str, str], source: str, line: str) -> dict:
 
 def rows(path: Path):
     with path.open(newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            yield row
+        yield from csv.DictReader(fh)
 
 
 def key_of(row: dict[str, str]) -> tuple:

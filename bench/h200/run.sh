@@ -11,6 +11,7 @@
 #   --unsigned          run without signing (results then cannot be imported as attested)
 #   --out DIR           output folder (default $OUT on the device, else bench/out/<mode>)
 #   --repeats N         runs per job (default 3); file <job>.r1.json is the primary
+#   --limit N           only the first N jobs (by name); --dry-run defaults to 4
 #   --budget S          stop starting runs after S seconds in all (default 500: the device
 #                       allows 600 per command, and wheel install + packing need the rest)
 #   --run-timeout S     kill one run after S seconds (default 120)
@@ -31,6 +32,7 @@ key_file=""
 unsigned=0
 out_dir="${OUT:-}"
 repeats=3
+limit=""
 budget=500
 run_timeout=120
 python=""
@@ -43,10 +45,11 @@ while [ $# -gt 0 ]; do
     --unsigned) unsigned=1 ;;
     --out) out_dir="$2"; shift ;;
     --repeats) repeats="$2"; shift ;;
+    --limit) limit="$2"; shift ;;
     --budget) budget="$2"; shift ;;
     --run-timeout) run_timeout="$2"; shift ;;
     --python) python="$2"; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -55,6 +58,7 @@ done
 t0=$(date +%s)
 if [ "$mode" = dry-run ]; then
   jobs_dir="${jobs_dir:-bench/h200/examples}"
+  limit="${limit:-4}"
   [ -n "$out_dir" ] || out_dir="bench/out/dry-run"
   if [ -z "$python" ]; then
     if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python3; fi
@@ -74,6 +78,9 @@ shopt -s nullglob
 jobs=("$jobs_dir"/*.json)
 if [ ${#jobs[@]} -eq 0 ]; then
   say "no jobs in $jobs_dir"; exit 2
+fi
+if [ -n "$limit" ] && [ "$limit" -lt ${#jobs[@]} ]; then
+  jobs=("${jobs[@]:0:$limit}")
 fi
 
 # --- signing key: read the two values, export them for kirunner -----------------------

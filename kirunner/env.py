@@ -29,16 +29,13 @@ _SMI_FIELDS = (
 )
 
 
-def _nvidia_smi(index: int) -> dict[str, str] | None:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
+def _smi_query(exe: str, index: int, fields: tuple[str, ...]) -> list[str] | None:
     try:
         out = subprocess.run(
             [
                 exe,
                 f"--id={index}",
-                f"--query-gpu={','.join(_SMI_FIELDS)}",
+                f"--query-gpu={','.join(fields)}",
                 "--format=csv,noheader,nounits",
             ],
             capture_output=True,
@@ -49,13 +46,26 @@ def _nvidia_smi(index: int) -> dict[str, str] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     values = [v.strip() for v in out.splitlines()[0].split(",")] if out else []
-    if len(values) != len(_SMI_FIELDS):
+    return values if len(values) == len(fields) else None
+
+
+def _nvidia_smi(index: int) -> dict[str, str] | None:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
         return None
-    return {
+    values = _smi_query(exe, index, _SMI_FIELDS)
+    if values is None:
+        # One field this driver does not know fails the whole query; ask one at a time.
+        values = []
+        for f in _SMI_FIELDS:
+            one = _smi_query(exe, index, (f,))
+            values.append(one[0] if one else "")
+    found = {
         k: v
         for k, v in zip(_SMI_FIELDS, values, strict=True)
         if v and "N/A" not in v and "Not Supported" not in v
     }
+    return found or None
 
 
 def gpu_clocks(index: int = 0) -> dict[str, Any] | None:

@@ -234,6 +234,10 @@ def _run(
     if spec_job["provider"] == "liger":
         impl_json["requestedRevision"] = revision
     payload["implementation"] = impl_json
+    if impl.info.package == "liger-kernel":
+        # The release was imported from KIRUNNER_LIGER_ROOT, which package metadata
+        # read at environment capture could not see.
+        payload["environment"]["ligerKernel"] = impl.info.used_revision
 
     # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
     seed = secrets.randbits(48) if seed is None else seed

@@ -111,6 +111,20 @@ def _do_bench_replica(
     return times, {"estimateMs": estimate_ms, "nWarmup": n_warmup, "nRepeat": n_repeat}
 
 
+def _supports_return_mode_all(do_bench: Callable[..., Any]) -> bool:
+    """Whether this triton's do_bench accepts return_mode="all" (it asserts the mode
+    before running anything; reading the source avoids mistaking a kernel's own
+    AssertionError for an old triton)."""
+    import inspect
+
+    try:
+        params = inspect.signature(do_bench).parameters
+        source = inspect.getsource(do_bench)
+    except (TypeError, ValueError, OSError):
+        return False
+    return "return_mode" in params and '"all"' in source
+
+
 def latency_cuda(
     fn: Callable[[], Any],
     *,
@@ -134,7 +148,7 @@ def latency_cuda(
         except Exception as exc:  # no triton: the replica is the same loop
             details["tritonUnavailable"] = f"{type(exc).__name__}: {exc}"
         else:
-            try:
+            if _supports_return_mode_all(triton.testing.do_bench):
                 times = list(
                     triton.testing.do_bench(
                         fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none, return_mode="all"
@@ -143,10 +157,8 @@ def latency_cuda(
                 details["timerImpl"] = (
                     f"triton.testing.do_bench(return_mode='all') from triton {triton.__version__}"
                 )
-            except (AssertionError, TypeError) as exc:
-                # Older triton asserts return_mode in (min, max, mean, median) before
-                # running anything, so falling back costs no extra calls.
-                details["tritonReturnModeAll"] = f"unsupported: {type(exc).__name__}: {exc}"
+            else:
+                details["tritonReturnModeAll"] = f"not supported by triton {triton.__version__}"
     if times is None:
         times, extra = _do_bench_replica(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none)
         details["timerImpl"] = (

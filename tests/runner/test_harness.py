@@ -65,3 +65,14 @@ def test_cpu_memory_counts_live_tensors() -> None:
     assert len(m.samples) == harness.MEMORY_ITERATIONS
     # 1 MiB kept + 2 MiB peak inside each call
     assert all(s == pytest.approx(3.0, abs=0.01) for s in m.samples), m.samples
+
+
+def test_return_mode_all_detection() -> None:
+    def new_triton(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        assert return_mode in ["min", "max", "mean", "median", "all"]
+
+    def old_triton(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, fast_flush=True):
+        return 0.0
+
+    assert harness._supports_return_mode_all(new_triton)
+    assert not harness._supports_return_mode_all(old_triton)

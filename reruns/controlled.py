@@ -174,9 +174,7 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
             defaults={"name": SOURCE["name"], "description": SOURCE["description"],
                       "homepage": settings.SITE_ROOT},
         )  # fmt: skip
-        publication, _ = Publication.objects.get_or_create(
-            source=source, slug=f"rerun-{job.uuid}"
-        )
+        publication, _ = Publication.objects.get_or_create(source=source, slug=f"rerun-{job.uuid}")
         gpu = _gpu_ensure(gpu_spec)
         env_name, env_title, env_spec = documents.controlled_environment_spec(
             gpu_spec, software_of(environment)

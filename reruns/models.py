@@ -83,6 +83,9 @@ class RerunJob(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # Ordered for a GPU host without broker access: exported as a job file and imported as a
+    # result file, never sent to a queue.
+    offline = models.BooleanField(default=False)
     dispatch_error = models.TextField(blank=True, help_text="Why the last send failed, if it did")
 
     objects = RerunJobQuerySet.as_manager()
@@ -112,7 +115,6 @@ class RerunJob(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in FINISHED_STATES
-
 
 
 def queue_name(gpu_class: str) -> str:

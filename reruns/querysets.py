@@ -15,11 +15,11 @@ class RerunJobQuerySet(models.QuerySet):
 
     def never_sent(self) -> RerunJobQuerySet:
         """Queued but never handed to a broker (none configured, or it was down)."""
-        return self.filter(state="queued", dispatched_at__isnull=True)
+        return self.filter(state="queued", dispatched_at__isnull=True, offline=False)
 
     def sent_before(self, moment: datetime) -> RerunJobQuerySet:
         """Queued, sent, and still not claimed: the message may be lost."""
-        return self.filter(state="queued", dispatched_at__lt=moment)
+        return self.filter(state="queued", dispatched_at__lt=moment, offline=False)
 
     def running_since_before(self, moment: datetime) -> RerunJobQuerySet:
         return self.filter(state="running", started_at__lt=moment)

@@ -102,6 +102,29 @@ def rerun_approve(*, job: RerunJob, approved_by) -> RerunJob:
     return job
 
 
+def rerun_order_offline(*, run: Run, gpu_class: str | None = None) -> RerunJob:
+    """An approved job for a GPU host without broker access (manage.py rerun order): issued
+    now, never sent to a queue; `rerun export` writes its job file, `rerun import` records
+    the result file."""
+    if run.source.slug == "kernelindex":
+        raise RerunError("This run is itself a controlled rerun.")
+    gpu_class = gpu_class or run.environment.gpu.gpu_class
+    if gpu_class not in GPU_CLASSES:
+        raise RerunError(f"Unknown GPU class {gpu_class!r}; known: {', '.join(GPU_CLASSES)}.")
+    try:
+        with transaction.atomic():
+            return RerunJob.objects.create(
+                run=run,
+                gpu_class=gpu_class,
+                state=JobState.QUEUED,
+                offline=True,
+                issued_at=timezone.now(),
+                max_attempts=settings.RERUN_MAX_ATTEMPTS,
+            )
+    except IntegrityError:
+        raise RerunError(f"A rerun of {run.public_id} on {gpu_class} is already open.") from None
+
+
 def rerun_cancel(*, job: RerunJob) -> bool:
     """Cancel a job that no worker holds; a running one finishes on its own."""
     return bool(
@@ -121,7 +144,7 @@ def rerun_dispatch(*, job: RerunJob) -> bool:
     """
     from reruns.tasks import rerun_execute
 
-    if job.state != JobState.QUEUED:
+    if job.state != JobState.QUEUED or job.offline:
         return False
     if not broker_configured():
         RerunJob.objects.filter(pk=job.pk).update(dispatch_error=NO_BROKER)
@@ -167,9 +190,9 @@ def rerun_sweep(*, now: datetime | None = None) -> dict[str, int]:
                 error=f"worker {job.worker} stopped answering; ran out of attempts",
             )
         else:
-            counts["requeued"] += RerunJob.objects.filter(
-                pk=job.pk, state=JobState.RUNNING
-            ).update(state=JobState.QUEUED, dispatched_at=None)
+            counts["requeued"] += RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
+                state=JobState.QUEUED, dispatched_at=None
+            )
     if not broker_configured():
         return counts
     for job in RerunJob.objects.never_sent():
@@ -279,7 +302,9 @@ def _parse_time(value) -> datetime | None:
     return parsed
 
 
-def result_record(*, envelope: dict, via: str = "worker") -> ResultReceipt:
+def result_record(
+    *, envelope: dict, via: str = "worker", keys: dict[str, bytes] | None = None
+) -> ResultReceipt:
     """Verify a signed RerunResult and record it once. Raises ResultRejected, logged, with
     nothing else changed, for a malformed, unsigned, tampered, unknown-key, foreign, replayed
     or stale result.
@@ -290,6 +315,8 @@ def result_record(*, envelope: dict, via: str = "worker") -> ResultReceipt:
        RERUN_RESULT_MAX_AGE of it, and not in the future.
     4. In one transaction, with the job row locked: the controlled run (GPU results), the
        receipt, the evidence move on the original run, and the job's final state.
+
+    `keys` replaces the configured KERNELINDEX_WORKER_KEYS (load-demo passes the demo key).
     """
     if not isinstance(envelope, dict) or not isinstance(envelope.get("payload"), dict):
         raise _reject(RejectReason.MALFORMED, "not a RerunResult with a payload object", via=via)
@@ -300,7 +327,10 @@ def result_record(*, envelope: dict, via: str = "worker") -> ResultReceipt:
         digest = signing.payload_digest(payload)
     except Exception as exc:  # rfc8785 refuses NaN, huge ints, non-string keys
         raise _reject(
-            RejectReason.MALFORMED, f"payload has no canonical form: {exc}", via=via, job_ref=job_ref
+            RejectReason.MALFORMED,
+            f"payload has no canonical form: {exc}",
+            via=via,
+            job_ref=job_ref,
         ) from None
     if envelope.get("kind") != "RerunResult" or envelope.get("apiVersion") != controlled.API:
         raise _reject(
@@ -321,17 +351,22 @@ def result_record(*, envelope: dict, via: str = "worker") -> ResultReceipt:
         )
     key_id, value = sig.get("keyId"), sig.get("value")
     context = {"via": via, "job_ref": job_ref, "key_id": key_id or "", "digest": digest}
-    key = signing.server_key(key_id) if isinstance(key_id, str) else None
+    if not isinstance(key_id, str):
+        key = None
+    elif keys is not None:
+        key = keys.get(key_id)
+    else:
+        key = signing.server_key(key_id)
     if key is None:
         raise _reject(RejectReason.UNKNOWN_KEY, f"no worker key with id {key_id!r}", **context)
     if not isinstance(value, str) or not signing.signature_valid(payload, key, value):
-        raise _reject(
-            RejectReason.TAMPERED, "the signature does not match the payload", **context
-        )
+        raise _reject(RejectReason.TAMPERED, "the signature does not match the payload", **context)
 
-    job = RerunJob.objects.select_related("run__implementation", "run__environment__gpu").filter(
-        uuid=_uuid_or_none(job_ref)
-    ).first()
+    job = (
+        RerunJob.objects.select_related("run__implementation", "run__environment__gpu")
+        .filter(uuid=_uuid_or_none(job_ref))
+        .first()
+    )
     if job is None:
         raise _reject(RejectReason.FOREIGN_JOB, f"no job {job_ref!r}", **context)
     context["job"] = job
@@ -339,9 +374,7 @@ def result_record(*, envelope: dict, via: str = "worker") -> ResultReceipt:
     if problem:
         raise _reject(RejectReason.FOREIGN_JOB, problem, **context)
     if job.is_finished or ResultReceipt.objects.filter(job=job).exists():
-        raise _reject(
-            RejectReason.REPLAY, f"job {job.uuid} is already {job.state}", **context
-        )
+        raise _reject(RejectReason.REPLAY, f"job {job.uuid} is already {job.state}", **context)
     if job.state == JobState.AWAITING_APPROVAL or job.issued_at is None:
         raise _reject(RejectReason.FOREIGN_JOB, "the job was never approved", **context)
     stale = _stale(job, payload)
@@ -467,9 +500,7 @@ def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_
     receipt = ResultReceipt.objects.create(
         **receipt_fields, controlled_run=controlled_run, evidence_event=event
     )
-    RerunJob.objects.filter(pk=job.pk).update(
-        state=JobState.SUCCEEDED, finished_at=now, error=""
-    )
+    RerunJob.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=now, error="")
     return receipt
 
 
@@ -484,6 +515,7 @@ __all__ = [
     "rerun_cancel",
     "rerun_claim",
     "rerun_dispatch",
+    "rerun_order_offline",
     "rerun_request",
     "rerun_sweep",
     "result_record",

@@ -154,7 +154,9 @@ def controlled_protocol_spec(timed_pass: str, metric: str, timer: str) -> tuple[
         "comparability": {"notes": notes, "family": LIGER_FAMILY},
     }  # fmt: skip
     name = f"kernelindex-rerun-{metric}-{timed_pass}-{timer}".replace("_", "-")
-    title = f"KernelIndex rerun · {timed_pass} pass" + (" · peak memory" if metric == "memory" else "")
+    title = f"KernelIndex rerun · {timed_pass} pass" + (
+        " · peak memory" if metric == "memory" else ""
+    )
     return name[:120], title, spec
 
 

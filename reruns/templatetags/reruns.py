@@ -56,6 +56,7 @@ def run_reruns(context, run):
         "user": user,
         "request": request,
         "csrf_token": context.get("csrf_token"),
+        "messages": context.get("messages"),
         "is_controlled": run.source.slug == "kernelindex",
         "broker_configured": broker_configured(),
         "no_broker": NO_BROKER,

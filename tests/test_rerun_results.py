@@ -162,7 +162,6 @@ def test_signatures_agree_with_the_runner(run):
     """The runner signs with its own stdlib JCS; the server verifies with rfc8785."""
     from kirunner.sign import parse_key as runner_parse_key
     from kirunner.sign import sign_result
-
     from reruns.signing import parse_key
 
     for secret in ["a1" * 32, "hex:" + "ff" * 16, "utf8:short but fine secret", "plain words"]:

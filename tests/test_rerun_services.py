@@ -103,7 +103,9 @@ def test_claim_takes_over_from_a_dead_process_on_this_host(run):
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    job = job_for(run, state=JobState.RUNNING, attempts=1, worker=f"{socket.gethostname()}:{dead.pid}")
+    job = job_for(
+        run, state=JobState.RUNNING, attempts=1, worker=f"{socket.gethostname()}:{dead.pid}"
+    )
     claimed = rerun_claim(job_pk=job.pk)
     assert claimed is not None and claimed.attempts == 2
     # A live holder (this very process) keeps its claim.
@@ -137,9 +139,7 @@ def test_sweeper_fails_exhausted_and_requeues_stuck_jobs(run, settings):
                          worker="elsewhere:2")  # fmt: skip
     fresh = job_for(RunFactory(), state=JobState.RUNNING, attempts=1, started_at=timezone.now())
     counts = rerun_sweep()
-    states = {
-        j: RerunJob.objects.get(pk=j.pk).state for j in (exhausted, stuck, stuck_last, fresh)
-    }
+    states = {j: RerunJob.objects.get(pk=j.pk).state for j in (exhausted, stuck, stuck_last, fresh)}
     assert states == {
         exhausted: JobState.FAILED,
         stuck: JobState.QUEUED,

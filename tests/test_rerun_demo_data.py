@@ -1,5 +1,7 @@
-"""The real signed rerun results kept under data/reruns/<batch>/ load, verify and become
-controlled runs. Skips while the repository holds no such batch."""
+"""Real signed rerun results load, verify and become controlled runs: the demo batches under
+data/reruns/<batch>/ (when the repository has them) and tests/data/reruns/h200-2026-11-29,
+two real H200 results made with kirunner for this test (llama4_rope and rope, huggingface,
+forward), signed with a public test key."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from runs.models import Evidence
 from runs.services import ingest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-BATCHES = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir())
+FIXTURE = Path(__file__).resolve().parent / "data" / "reruns" / "h200-2026-11-29"
+BATCHES = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()) + [FIXTURE]
 
 
 def _documents(batch: Path, kind: str) -> list[dict]:
@@ -28,7 +31,6 @@ def _documents(batch: Path, kind: str) -> list[dict]:
     return docs
 
 
-@pytest.mark.skipif(not BATCHES, reason="no real rerun results under data/reruns yet")
 @pytest.mark.parametrize("batch", BATCHES, ids=[b.name for b in BATCHES])
 def test_batch_loads_into_controlled_runs(db, batch, client):
     jobs = _documents(batch, "RerunJob")
@@ -78,3 +80,27 @@ def test_batch_loads_into_controlled_runs(db, batch, client):
     out = StringIO()
     call_command("rerun", "load-demo", str(batch), stdout=out, stderr=StringIO())
     assert "0 result(s) recorded" in out.getvalue()
+
+
+def test_h200_fixture_verdicts(db):
+    """The example run (H100) is only checked by an H200; the upstream H200 rope row is
+    reproduced by the H200 rerun within the measured tolerance."""
+    ingest(
+        source_slug="liger-kernel-bench", locations=[str(DATA / "liger" / "all_benchmark_data.csv")]
+    )
+    ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
+    call_command("rerun", "load-demo", str(FIXTURE), stdout=StringIO(), stderr=StringIO())
+    from runs.models import Run
+
+    example = Run.objects.public().get(public_id="8827e3bb")
+    rope_h200 = Run.objects.public().get(public_id="67d207cf")
+    assert example.evidence == Evidence.CHECKED
+    assert rope_h200.evidence == Evidence.REPRODUCED
+    facts = rope_h200.evidence_events.get().facts
+    assert facts["gpuProduct"] == facts["originalGpuProduct"] == "NVIDIA H200"
+    assert facts["deviation"] <= facts["tolerance"]
+    controlled = rope_h200.evidence_events.get().controlled_run
+    assert controlled.environment.spec["hardware"]["product"] == "NVIDIA H200"
+    assert controlled.environment.spec["software"]["driver"]
+    assert controlled.protocol.timer == "cuda_events"
+    assert controlled.rank == 1 and controlled.group.size == 1

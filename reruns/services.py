@@ -501,6 +501,10 @@ def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_
         **receipt_fields, controlled_run=controlled_run, evidence_event=event
     )
     RerunJob.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=now, error="")
+    # An offline job was never claimed by a worker: its start is the runner's own.
+    started = _parse_time(payload.get("startedAt"))
+    if started is not None:
+        RerunJob.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=started)
     return receipt
 
 

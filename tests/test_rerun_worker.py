@@ -114,8 +114,13 @@ def prefix(services, transactional_db, settings):
     _point_broker(services, settings)
     yield prefix
     r = redis.Redis.from_url(services)
-    for key in r.scan_iter(f"{prefix}*"):
-        r.delete(key)
+    for pattern in (
+        f"{prefix}*",
+        f"_kombu.binding.{prefix}*",
+        f"_kombu.binding_permanent.{prefix}*",
+    ):
+        for key in r.scan_iter(pattern):
+            r.delete(key)
     _point_broker(services, settings)
 
 

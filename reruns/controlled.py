@@ -168,6 +168,7 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
     run_unit = "ns" if original.metric == "latency" else "B"
     timer = str(measurement.get("timer") or "unknown")
 
+    finished = parse_datetime(payload["finishedAt"])
     with transaction.atomic():
         source, _ = Source.objects.get_or_create(
             slug=SOURCE["slug"],
@@ -215,7 +216,7 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
                 if original.metric == "latency"
                 else {"memory": {"peakBytes": {"median": median}, "primaryStatistic": "median"}}
             ),
-            "observedAt": payload.get("finishedAt"),
+            "observedAt": _iso(finished),
             "measurements": [
                 {"unit": run_unit, "value": p20, "metric": original.metric, "statistic": "p20"},
                 {"unit": run_unit, "value": p80, "metric": original.metric, "statistic": "p80"},
@@ -290,7 +291,7 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
             source_metrics=spec["sourceNative"]["metrics"],
             sweep_name=original.sweep_name,
             sweep_value=original.sweep_value,
-            observed_at=parse_datetime(payload["finishedAt"]),
+            observed_at=finished,
             status="passed" if passed else "failed",
             labels=labels,
             external_id=external_id,

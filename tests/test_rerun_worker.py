@@ -8,6 +8,7 @@ double (tests/rerun_double.py), never GPU data.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -212,6 +213,12 @@ def test_dispatch_inside_a_rolled_back_transaction_sends_nothing(prefix, alice):
     job = rerun_request(run=run, requested_by=alice)
     assert job.dispatched_at is not None
     assert _queue_length(prefix) == 1
+    # The message is JSON and carries the job's primary key only, never a model instance.
+    raw = json.loads(redis.Redis.from_url(django_settings.REDIS_URL).lindex(f"{prefix}gpu.h100", 0))
+    assert raw["content-type"] == "application/json"
+    assert raw["headers"]["task"] == "reruns.tasks.rerun_execute"
+    body = json.loads(base64.b64decode(raw["body"]))
+    assert body[0] == [job.pk] and body[1] == {}
 
 
 def test_redis_down_when_ordered_then_sent_by_the_sweeper(
@@ -236,3 +243,21 @@ def test_redis_down_when_ordered_then_sent_by_the_sweeper(
     _wait_for(lambda: _state(job) == JobState.SUCCEEDED, "the swept job to finish")
     assert ResultReceipt.objects.filter(job=job).count() == 1
     assert "recorded: ok" in worker.text()
+
+
+def test_lost_message_is_sent_again_by_the_sweeper(start_worker, prefix, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.RERUN_REDISPATCH_AFTER = 600
+    job = _job()
+    assert rerun_dispatch(job=job)
+    r = redis.Redis.from_url(django_settings.REDIS_URL)
+    assert r.delete(f"{prefix}gpu.h100") == 1  # the broker lost the message
+    assert rerun_sweep()["resent"] == 0  # sent just now: not yet presumed lost
+    RerunJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
+    assert rerun_sweep()["resent"] == 1
+    start_worker()
+    _wait_for(lambda: _state(job) == JobState.SUCCEEDED, "the re-sent job to finish")
+    assert ResultReceipt.objects.filter(job=job).count() == 1

@@ -15,6 +15,8 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -57,7 +59,9 @@ def broker_configured() -> bool:
 # --- Requests and approval ------------------------------------------------------------------
 
 
-def rerun_request(*, run: Run, requested_by, gpu_class: str | None = None) -> RerunJob:
+def rerun_request(
+    *, run: Run, requested_by: AbstractBaseUser | AnonymousUser | None, gpu_class: str | None = None
+) -> RerunJob:
     """Ask for a controlled rerun of `run` on `gpu_class` (default: the run's own GPU class).
 
     Staff orders are approved at once and sent when the transaction commits; anyone else's
@@ -88,7 +92,7 @@ def rerun_request(*, run: Run, requested_by, gpu_class: str | None = None) -> Re
     return job
 
 
-def rerun_approve(*, job: RerunJob, approved_by) -> RerunJob:
+def rerun_approve(*, job: RerunJob, approved_by: AbstractBaseUser) -> RerunJob:
     """awaiting-approval -> queued, then dispatch on commit. A no-op for any other state."""
     with transaction.atomic():
         now = timezone.now()

@@ -21,6 +21,7 @@ from pathlib import Path
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import connection
 
 from reruns import services, signing
 from reruns.controlled import job_document
@@ -82,8 +83,12 @@ def rerun_execute(self, job_pk: int) -> str:
     job = services.rerun_claim(job_pk=job_pk)
     if job is None:
         return "not claimed"
+    document = job_document(job)
+    # The runner may take most of an hour; a database connection left idle that long can be
+    # dropped by the server or a proxy. Close it now and let Django open a fresh one after.
+    connection.close()
     try:
-        result = run_runner(job_document(job))
+        result = run_runner(document)
         key_id, key = signing.worker_key()
         signing.envelope_sign(result, key_id, key)
     except (RunnerFailed, SoftTimeLimitExceeded, signing.SigningError) as exc:

@@ -75,6 +75,14 @@ def test_csrf_is_required(run, bob):
     client.force_login(bob)
     assert client.post(_url(run), {"gpu_class": "h100"}).status_code == 403
     assert not RerunJob.objects.exists()
+    # The page's own form carries a working token.
+    import re
+
+    page = client.get(run.get_absolute_url()).content.decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    response = client.post(_url(run), {"gpu_class": "h100", "csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert RerunJob.objects.get().requested_by == bob
 
 
 def test_recorded_result_and_evidence_history_are_shown(client, run):

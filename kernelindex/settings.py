@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "runs",
+    "reruns",
 ]
 
 MIDDLEWARE = [
@@ -179,3 +180,45 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
 }
+
+
+# --- Controlled reruns (issue 5) ----------------------------------------------------------
+# Celery settings above stay; this block adds safe delivery. The job row is the truth, the
+# message only carries its pk: acknowledged late, requeued when a worker dies, one message
+# prefetched, and the hard time limit below the broker's visibility timeout so that Redis
+# never hands a still-running job to a second worker.
+import json as _json  # noqa: E402
+import shlex as _shlex  # noqa: E402
+import sys as _sys  # noqa: E402
+
+RERUN_HARD_TIME_LIMIT = envint("KERNELINDEX_RERUN_HARD_LIMIT", "3600")  # seconds
+RERUN_SOFT_TIME_LIMIT = RERUN_HARD_TIME_LIMIT - max(30, RERUN_HARD_TIME_LIMIT // 10)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RERUN_HARD_TIME_LIMIT + 1800}
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_EVENT_SERIALIZER = "json"
+CELERY_TASK_IGNORE_RESULT = True  # the job row holds the outcome
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "rerun-sweep": {
+        "task": "reruns.tasks.rerun_sweep",
+        "schedule": float(envint("KERNELINDEX_RERUN_SWEEP_EVERY", "60")),
+    }
+}
+RERUN_QUEUE_PREFIX = os.getenv("KERNELINDEX_QUEUE_PREFIX", "")
+RERUN_MAX_ATTEMPTS = envint("KERNELINDEX_RERUN_MAX_ATTEMPTS", "3")
+RERUN_RETRY_BACKOFF = envint("KERNELINDEX_RERUN_RETRY_BACKOFF", "60")  # seconds, doubled each try
+# A queued job sent this long ago and still unclaimed is re-sent by the sweeper.
+RERUN_REDISPATCH_AFTER = envint("KERNELINDEX_RERUN_REDISPATCH_AFTER", "900")
+# A result must finish after its job was issued and within this many seconds of it.
+RERUN_RESULT_MAX_AGE = envint("KERNELINDEX_RERUN_RESULT_MAX_AGE", str(14 * 86400))
+RERUN_CLOCK_SKEW = envint("KERNELINDEX_RERUN_CLOCK_SKEW", "300")
+# Verification keys, {"keyId": "secret"}; a secret of 32+ hex digits is read as hex.
+KERNELINDEX_WORKER_KEYS = _json.loads(os.getenv("KERNELINDEX_WORKER_KEYS", "{}") or "{}")
+# What a worker runs for a job: this + [JOB.json, "--out", RESULT.json].
+KERNELINDEX_RUNNER_COMMAND = _shlex.split(
+    os.getenv("KERNELINDEX_RUNNER_COMMAND", f"{_sys.executable} -m kirunner")
+)

@@ -5,3 +5,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("runs.urls")),
 ]
+
+# Controlled reruns (issue 5)
+urlpatterns += [
+    path("", include("reruns.urls")),
+]

@@ -131,3 +131,48 @@ def run_spec(
         "environmentDigest": environment_digest,
         "implementationDigest": implementation_digest,
     }
+
+
+# --- Controlled reruns (issue 5) ------------------------------------------------------------
+
+
+def controlled_protocol_spec(timed_pass: str, metric: str, timer: str) -> tuple[str, str, dict]:
+    """The Liger harness re-implemented by KernelIndex's runner: same family, so a controlled
+    run is comparable with the upstream rows of its cell; the timer is the one it really used
+    (cuda_events on a GPU, cpu_perf_counter on a CPU)."""
+    what = _TIMED.get(timed_pass, timed_pass)
+    if metric == "latency":
+        notes = (
+            f"Timed: {what}, with the Liger benchmark scripts' setup re-implemented by the "
+            f"KernelIndex runner and triton.testing.do_bench's method (rep as the upstream "
+            f"script, quantiles 0.5/0.2/0.8). Outputs are checked against a float64 "
+            f"reference before timing. Software versions are in the environment."
+        )
+    else:
+        notes = (
+            f"Measured: peak memory allocated over repeated runs of {what}, set up as the "
+            f"Liger benchmark scripts do, quantiles 0.5/0.2/0.8, in bytes. Outputs are checked "
+            f"against a float64 reference first."
+        )
+    spec = {
+        "harness": {"name": "KernelIndex runner (Liger benchmark protocol)", "package": "kirunner"},
+        "measurement": {"timer": timer, "primaryStatistic": "median"},
+        "comparability": {"notes": notes, "family": LIGER_FAMILY},
+    }  # fmt: skip
+    name = f"kernelindex-rerun-{metric}-{timed_pass}-{timer}".replace("_", "-")
+    title = f"KernelIndex rerun · {timed_pass} pass" + (
+        " · peak memory" if metric == "memory" else ""
+    )
+    return name[:120], title, spec
+
+
+def controlled_environment_spec(gpu: catalogue.GpuSpec, software: dict) -> tuple[str, str, dict]:
+    """Hardware from the catalogue entry the result's GPU name matched; software as the
+    runner recorded it (versions only: no host names, no paths)."""
+    _, _, spec = environment_spec(gpu, software)
+    short = gpu.upstream_name.removeprefix("NVIDIA ")
+    label = ", ".join(f"{k} {v}" for k, v in sorted(software.items()) if k in ("torch", "cuda"))
+    name = f"kernelindex-{gpu.slug}-" + "-".join(
+        f"{k}{v}" for k, v in sorted(software.items()) if k in ("torch", "cuda")
+    )
+    return name[:120], f"KernelIndex rerun host · {short}" + (f" · {label}" if label else ""), spec

@@ -316,3 +316,48 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:detail", args=[self.public_id])
+
+
+# --- Evidence history (issue 5: controlled reruns) -----------------------------------------
+
+
+class EvidenceEventQuerySet(models.QuerySet):
+    def for_run(self, run) -> EvidenceEventQuerySet:
+        return self.filter(run__public_id=run.public_id).select_related("controlled_run")
+
+
+class EvidenceEvent(models.Model):
+    """One application of a controlled rerun's outcome to a run: append-only.
+
+    Written only by runs.evidence.evidence_apply, in the same transaction that moves
+    Run.evidence, so the level and its history cannot disagree. `cause` names the rerun job
+    as text ("rerun-job:<uuid>") because runs must not import the reruns app.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="evidence_events")
+    from_level = models.CharField(max_length=16, choices=Evidence.choices)
+    to_level = models.CharField(max_length=16, choices=Evidence.choices)
+    outcome = models.CharField(max_length=16, choices=Evidence.choices)
+    cause = models.CharField(max_length=200)
+    cause_job = models.UUIDField(null=True, blank=True, db_index=True)
+    controlled_run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, null=True, blank=True, related_name="evidence_caused"
+    )
+    facts = models.JSONField(default=dict, help_text="What the rule compared, and the rule")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = EvidenceEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.run.public_id}: {self.from_level} → {self.to_level}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("EvidenceEvent is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("EvidenceEvent is append-only")

@@ -1,0 +1,136 @@
+"""How far does the same cell move between upstream CI runs on the same GPU?
+
+Reads every data/liger-ci/<folder>/benchmark.csv with runs.parsers.parse_liger_csv (no
+database), groups rows into cells (kernel, timed pass, metric, provider, workload parameters,
+GPU), takes each CI run's median of the cell (a cell measured twice in one CI run, by two
+sweeps sharing a point, counts once, at the median of the two), and measures every run's
+relative deviation from the cell's median across runs:
+
+    deviation = |median_run - median_cell| / median_cell
+
+Only cells seen in at least MIN_RUNS CI runs count. It prints, per metric, the count of cells
+and observations and the p50/p90/p95/p99 of the deviation, then the rule it implies:
+tolerance = p95 rounded up to the next whole percent. docs/evidence.md quotes the output and
+runs/evidence.py holds the resulting thresholds.
+
+    python bench/tolerance.py [data/liger-ci]
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runs.parsers import parse_liger_csv  # noqa: E402
+
+MIN_RUNS = 3
+QUANTILES = (50, 90, 95, 99)
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    k = (len(sorted_values) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def cell_medians(root: Path) -> dict[tuple, dict[str, float]]:
+    """cell -> {ci folder: that run's median of the cell}"""
+    per_run: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for csv_path in sorted(root.glob("*/benchmark.csv")):
+        folder = csv_path.parent.name
+        for row in parse_liger_csv(csv_path.read_bytes(), str(csv_path)):
+            cell = (
+                row.benchmark,
+                row.timed_pass,
+                row.metric,
+                row.provider,
+                tuple(sorted((k, repr(v)) for k, v in row.params.items())),
+                row.gpu_name,
+            )
+            per_run[cell][folder].append(row.median)
+    return {
+        cell: {folder: statistics.median(values) for folder, values in runs.items()}
+        for cell, runs in per_run.items()
+    }
+
+
+def deviations(cells: dict[tuple, dict[str, float]]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for cell, runs in cells.items():
+        if len(runs) < MIN_RUNS:
+            continue
+        metric, gpu = cell[2], cell[5]
+        centre = statistics.median(runs.values())
+        if centre <= 0:
+            continue
+        entry = out.setdefault(
+            metric, {"cells": 0, "values": [], "gpus": defaultdict(int), "by": defaultdict(list)}
+        )
+        entry["cells"] += 1
+        entry["gpus"][gpu] += 1
+        devs = [abs(m - centre) / centre for m in runs.values()]
+        entry["values"].extend(devs)
+        # Liger's own kernels change between CI commits; the other providers' code does not,
+        # so their spread is closer to pure measurement noise.
+        family = "liger providers" if cell[3].startswith("liger") else "other providers"
+        entry["by"][family].extend(devs)
+        entry["by"][gpu].extend(devs)
+    return out
+
+
+def tolerance_from(p95: float) -> float:
+    """The rule: p95 rounded up to the next whole percent."""
+    return math.ceil(p95 * 100) / 100
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else ROOT / "data" / "liger-ci"
+    folders = sorted(p.parent.name for p in root.glob("*/benchmark.csv"))
+    cells = cell_medians(root)
+    stats = deviations(cells)
+    shown = root.relative_to(ROOT) if root.is_relative_to(ROOT) else root
+    print(f"{len(folders)} CI runs under {shown}")
+    print(f"{len(cells)} cells; cells seen in at least {MIN_RUNS} runs are measured")
+    print()
+    print("relative deviation of a run's median from its cell's median across CI runs")
+    header = f"{'metric':8} {'cells':>6} {'obs':>7} " + " ".join(
+        f"{'p' + str(q):>7}" for q in QUANTILES
+    )
+    print(header)
+    rules = {}
+    for metric in sorted(stats):
+        values = sorted(stats[metric]["values"])
+        ps = {q: percentile(values, q) for q in QUANTILES}
+        print(
+            f"{metric:8} {stats[metric]['cells']:>6} {len(values):>7} "
+            + " ".join(f"{ps[q] * 100:>6.2f}%" for q in QUANTILES)
+        )
+        rules[metric] = tolerance_from(ps[95])
+        for part, part_values in sorted(stats[metric]["by"].items()):
+            part_values = sorted(part_values)
+            print(
+                f"  {part:30} {len(part_values):>7} "
+                + " ".join(f"{percentile(part_values, q) * 100:>6.2f}%" for q in QUANTILES)
+            )
+    print()
+    for metric in sorted(stats):
+        gpus = ", ".join(f"{g} ({n} cells)" for g, n in sorted(stats[metric]["gpus"].items()))
+        print(f"{metric} cells by GPU: {gpus}")
+    print()
+    print("rule: tolerance = p95 rounded up to the next whole percent")
+    for metric, tol in sorted(rules.items()):
+        print(f"  {metric}: {tol * 100:.0f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

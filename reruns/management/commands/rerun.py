@@ -1,0 +1,185 @@
+"""Reruns from the command line, for GPU hosts without access to the broker.
+
+    manage.py rerun order <public-id> [--gpu-class h200]    an approved offline job; prints its uuid
+    manage.py rerun export <job-uuid> [--out JOB.json]      the job file the runner reads
+    manage.py rerun import <RESULT.json>                    verify and record a signed result
+    manage.py rerun load-demo <folder>                      jobs + results + worker-key.json
+
+On the GPU host: python -m kirunner JOB.json --out RESULT.json --sign, with
+KERNELINDEX_WORKER_KEY_ID and KERNELINDEX_WORKER_KEY set to a key the server holds in
+KERNELINDEX_WORKER_KEYS.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from reruns import signing
+from reruns.controlled import job_document
+from reruns.models import JobState, RerunJob
+from reruns.services import RerunError, ResultRejected, rerun_order_offline, result_record
+from runs.models import Run
+
+
+def _read_json(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CommandError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CommandError(f"{path}: not a JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise CommandError(f"{path}: expected a JSON object")
+    return data
+
+
+def _job(job_ref: str) -> RerunJob:
+    try:
+        key = uuid.UUID(job_ref)
+    except ValueError:
+        raise CommandError(f"{job_ref!r} is not a job uuid") from None
+    job = RerunJob.objects.select_related("run").filter(uuid=key).first()
+    if job is None:
+        raise CommandError(f"no rerun job {job_ref}")
+    return job
+
+
+class Command(BaseCommand):
+    help = "Order, export, import and load controlled reruns (offline GPU hosts, demo data)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        order = sub.add_parser("order", help="create an approved offline job for a run")
+        order.add_argument("public_id")
+        order.add_argument("--gpu-class", default=None)
+        export = sub.add_parser("export", help="write a job's JOB.json")
+        export.add_argument("job")
+        export.add_argument("--out", default=None, help="file to write (default: stdout)")
+        imp = sub.add_parser("import", help="verify and record a signed RESULT.json")
+        imp.add_argument("result")
+        demo = sub.add_parser("load-demo", help="load a folder of jobs, results and its key")
+        demo.add_argument("folder")
+
+    def handle(self, *args, action: str, **options):
+        getattr(self, "handle_" + action.replace("-", "_"))(**options)
+
+    def handle_order(self, *, public_id: str, gpu_class: str | None, **_):
+        run = Run.objects.public().filter(public_id=public_id).first()
+        if run is None:
+            raise CommandError(f"no run {public_id}")
+        try:
+            job = rerun_order_offline(run=run, gpu_class=gpu_class)
+        except RerunError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(str(job.uuid))
+
+    def handle_export(self, *, job: str, out: str | None, **_):
+        rerun = _job(job)
+        if rerun.state not in (JobState.QUEUED, JobState.RUNNING) or rerun.issued_at is None:
+            raise CommandError(f"job {rerun.uuid} is {rerun.state}; only approved jobs export")
+        text = json.dumps(job_document(rerun), indent=2) + "\n"
+        if out:
+            Path(out).write_text(text, encoding="utf-8")
+            self.stderr.write(f"wrote {out}")
+        else:
+            self.stdout.write(text, ending="")
+
+    def handle_import(self, *, result: str, **_):
+        envelope = _read_json(result)
+        try:
+            receipt = result_record(envelope=envelope, via="import")
+        except ResultRejected as exc:
+            raise CommandError(f"{result}: rejected ({exc.reason}): {exc.detail}") from None
+        self._report(receipt)
+
+    def _report(self, receipt) -> None:
+        job = receipt.job
+        job.refresh_from_db()
+        line = f"job {job.uuid}: {job.state}, result {receipt.status} on {receipt.device}"
+        if receipt.evidence_event:
+            event = receipt.evidence_event
+            line += f"; run {job.run.public_id} {event.from_level} -> {event.to_level}"
+        if receipt.controlled_run:
+            line += f"; controlled run {receipt.controlled_run.public_id}"
+        self.stdout.write(line)
+
+    def handle_load_demo(self, *, folder: str, **_):
+        """Idempotent: a job already present is reused, a result already recorded skipped."""
+        root = Path(folder)
+        key_file = root / "worker-key.json"
+        if not key_file.exists():
+            raise CommandError(f"{key_file}: missing (the demo key: keyId and secret)")
+        key_doc = _read_json(str(key_file))
+        if not isinstance(key_doc.get("keyId"), str) or not isinstance(key_doc.get("secret"), str):
+            raise CommandError(f"{key_file}: needs string fields keyId and secret")
+        keys = {key_doc["keyId"]: signing.parse_key(key_doc["secret"])}
+        jobs, results = {}, {}
+        for path in sorted(root.rglob("*.json")):
+            if path == key_file:
+                continue
+            doc = _read_json(str(path))
+            if doc.get("kind") == "RerunJob":
+                jobs[str((doc.get("job") or {}).get("id"))] = (path, doc)
+            elif doc.get("kind") == "RerunResult":
+                job_id = str(((doc.get("payload") or {}).get("job") or {}).get("id"))
+                results[job_id] = (path, doc)
+        recorded = skipped = 0
+        for job_id, (path, doc) in sorted(jobs.items()):
+            job = self._demo_job(path, doc)
+            if job.is_finished:
+                skipped += 1
+                continue
+            if job_id not in results:
+                self.stderr.write(f"{path}: no result file for job {job_id}; left queued")
+                continue
+            result_path, envelope = results[job_id]
+            try:
+                receipt = result_record(envelope=envelope, via="demo", keys=keys)
+            except ResultRejected as exc:
+                raise CommandError(
+                    f"{result_path}: rejected ({exc.reason}): {exc.detail}"
+                ) from None
+            self._report(receipt)
+            recorded += 1
+        self.stdout.write(f"{root}: {recorded} result(s) recorded, {skipped} already present")
+
+    def _demo_job(self, path: Path, doc: dict) -> RerunJob:
+        info, run_ref = doc.get("job") or {}, doc.get("run") or {}
+        try:
+            job_uuid = uuid.UUID(str(info.get("id")))
+        except ValueError:
+            raise CommandError(f"{path}: job.id is not a uuid") from None
+        existing = RerunJob.objects.filter(uuid=job_uuid).first()
+        if existing is not None:
+            if existing.nonce != info.get("nonce"):
+                raise CommandError(f"{path}: job {job_uuid} exists with another nonce")
+            return existing
+        run = (
+            Run.objects.public()
+            .filter(source__slug=run_ref.get("source"), external_id=run_ref.get("externalId"))
+            .first()
+        )
+        if run is None:
+            raise CommandError(
+                f"{path}: no current run {run_ref.get('source')}/{run_ref.get('externalId')}; "
+                f"ingest the source first"
+            )
+        issued = parse_datetime(str(info.get("issuedAt") or ""))
+        if issued is None or not isinstance(info.get("nonce"), str):
+            raise CommandError(f"{path}: job.issuedAt and job.nonce are required")
+        with transaction.atomic():
+            return RerunJob.objects.create(
+                uuid=job_uuid,
+                nonce=info["nonce"],
+                run=run,
+                gpu_class=str(info.get("gpuClass") or run.environment.gpu.gpu_class),
+                state=JobState.QUEUED,
+                offline=True,
+                issued_at=issued,
+            )

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+
+
+class RerunJobQuerySet(models.QuerySet):
+    def for_run(self, run) -> RerunJobQuerySet:
+        """Jobs of every revision of the run: a revision keeps its public id."""
+        return self.filter(run__public_id=run.public_id)
+
+    def awaiting_approval(self) -> RerunJobQuerySet:
+        return self.filter(state="awaiting-approval")
+
+    def never_sent(self) -> RerunJobQuerySet:
+        """Queued but never handed to a broker (none configured, or it was down)."""
+        return self.filter(state="queued", dispatched_at__isnull=True, offline=False)
+
+    def sent_before(self, moment: datetime) -> RerunJobQuerySet:
+        """Queued, sent, and still not claimed: the message may be lost."""
+        return self.filter(state="queued", dispatched_at__lt=moment, offline=False)
+
+    def running_since_before(self, moment: datetime) -> RerunJobQuerySet:
+        return self.filter(state="running", started_at__lt=moment)

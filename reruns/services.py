@@ -1,0 +1,530 @@
+"""Writes for reruns: request, approve, dispatch, sweep, and recording a signed result.
+
+Dispatch happens only on commit of the transaction that made a job queued, so a rolled-back
+request sends nothing, and a worker never reads a row that is not there yet. Sending never
+raises to the caller: an unreachable broker leaves the job queued, with the reason in
+`dispatch_error`, and the sweeper sends it once the broker answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from reruns import controlled, signing
+from reruns.models import (
+    ACTIVE_STATES,
+    JobState,
+    RejectedResult,
+    RejectReason,
+    RerunJob,
+    ResultReceipt,
+)
+from runs import catalogue
+from runs.evidence import evidence_apply, outcome_decide
+from runs.models import Run
+
+log = logging.getLogger(__name__)
+
+NO_BROKER = "no broker configured: jobs wait as queued"
+GPU_CLASSES = sorted({spec.gpu_class for spec in catalogue.GPUS.values()})
+
+
+class RerunError(ValueError):
+    """A request that cannot be honoured; the message is for the person who asked."""
+
+
+class ResultRejected(ValueError):
+    def __init__(self, reason: str, detail: str):
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+def broker_configured() -> bool:
+    return bool(settings.CELERY_BROKER_URL)
+
+
+# --- Requests and approval ------------------------------------------------------------------
+
+
+def rerun_request(
+    *, run: Run, requested_by: AbstractBaseUser | AnonymousUser | None, gpu_class: str | None = None
+) -> RerunJob:
+    """Ask for a controlled rerun of `run` on `gpu_class` (default: the run's own GPU class).
+
+    Staff orders are approved at once and sent when the transaction commits; anyone else's
+    request waits for a maintainer's approval in the admin.
+    """
+    if requested_by is None or not requested_by.is_authenticated:
+        raise RerunError("Log in to request a controlled rerun.")
+    if run.source.slug == "kernelindex":
+        raise RerunError("This run is itself a controlled rerun.")
+    gpu_class = gpu_class or run.environment.gpu.gpu_class
+    if gpu_class not in GPU_CLASSES:
+        raise RerunError(f"Unknown GPU class {gpu_class!r}; known: {', '.join(GPU_CLASSES)}.")
+    try:
+        with transaction.atomic():
+            job = RerunJob.objects.create(
+                run=run,
+                gpu_class=gpu_class,
+                requested_by=requested_by,
+                max_attempts=settings.RERUN_MAX_ATTEMPTS,
+            )
+            if requested_by.is_staff:
+                rerun_approve(job=job, approved_by=requested_by)
+    except IntegrityError:
+        raise RerunError(
+            f"A rerun of {run.public_id} on {gpu_class} is already open; see its state below."
+        ) from None
+    job.refresh_from_db()
+    return job
+
+
+def rerun_approve(*, job: RerunJob, approved_by: AbstractBaseUser) -> RerunJob:
+    """awaiting-approval -> queued, then dispatch on commit. A no-op for any other state."""
+    with transaction.atomic():
+        now = timezone.now()
+        updated = RerunJob.objects.filter(pk=job.pk, state=JobState.AWAITING_APPROVAL).update(
+            state=JobState.QUEUED, approved_by=approved_by, issued_at=now
+        )
+        if updated:
+            pk = job.pk
+            transaction.on_commit(lambda: rerun_dispatch(job=RerunJob.objects.get(pk=pk)))
+    job.refresh_from_db()
+    return job
+
+
+def rerun_order_offline(*, run: Run, gpu_class: str | None = None) -> RerunJob:
+    """An approved job for a GPU host without broker access (manage.py rerun order): issued
+    now, never sent to a queue; `rerun export` writes its job file, `rerun import` records
+    the result file."""
+    if run.source.slug == "kernelindex":
+        raise RerunError("This run is itself a controlled rerun.")
+    gpu_class = gpu_class or run.environment.gpu.gpu_class
+    if gpu_class not in GPU_CLASSES:
+        raise RerunError(f"Unknown GPU class {gpu_class!r}; known: {', '.join(GPU_CLASSES)}.")
+    try:
+        with transaction.atomic():
+            return RerunJob.objects.create(
+                run=run,
+                gpu_class=gpu_class,
+                state=JobState.QUEUED,
+                offline=True,
+                issued_at=timezone.now(),
+                max_attempts=settings.RERUN_MAX_ATTEMPTS,
+            )
+    except IntegrityError:
+        raise RerunError(f"A rerun of {run.public_id} on {gpu_class} is already open.") from None
+
+
+def rerun_cancel(*, job: RerunJob) -> bool:
+    """Cancel a job that no worker holds; a running one finishes on its own."""
+    return bool(
+        RerunJob.objects.filter(
+            pk=job.pk, state__in=[JobState.AWAITING_APPROVAL, JobState.QUEUED]
+        ).update(state=JobState.CANCELLED, finished_at=timezone.now())
+    )
+
+
+# --- Dispatch and sweeping ------------------------------------------------------------------
+
+
+def rerun_dispatch(*, job: RerunJob) -> bool:
+    """Send a queued job's pk to its queue. True when the broker took it.
+
+    Call it from transaction.on_commit (rerun_approve does): the worker must find the row.
+    """
+    from reruns.tasks import rerun_execute
+
+    if job.state != JobState.QUEUED or job.offline:
+        return False
+    if not broker_configured():
+        RerunJob.objects.filter(pk=job.pk).update(dispatch_error=NO_BROKER)
+        return False
+    try:
+        # retry=False: with the broker down, say so now instead of blocking the request.
+        rerun_execute.apply_async(
+            args=[job.pk], queue=job.queue, retry=False, headers={"job": str(job.uuid)}
+        )
+    except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, socket errors
+        message = (
+            f"broker unreachable ({type(exc).__name__}: {exc}); the job stays queued and is "
+            f"sent when the broker is back"
+        )
+        log.warning("rerun %s not sent: %s", job.uuid, message)
+        RerunJob.objects.filter(pk=job.pk).update(dispatch_error=message[:2000])
+        return False
+    RerunJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now(), dispatch_error="")
+    return True
+
+
+def rerun_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """The periodic repair pass (Celery beat runs it every minute):
+
+    1. queued jobs out of attempts fail;
+    2. running jobs past the hard time limit lost their worker: with attempts left they go
+       back to queued (and are re-sent below), else they fail;
+    3. queued jobs never sent (broker was down or absent) are sent;
+    4. queued jobs sent long ago and still unclaimed (message lost) are sent again; a
+       duplicate message is harmless, since only one delivery can claim the row.
+    """
+    now = now or timezone.now()
+    counts = {"failed": 0, "requeued": 0, "sent": 0, "resent": 0}
+    counts["failed"] += RerunJob.objects.filter(
+        state=JobState.QUEUED, attempts__gte=F("max_attempts")
+    ).update(state=JobState.FAILED, finished_at=now, error="ran out of attempts")
+    stuck_before = now - timedelta(seconds=settings.RERUN_HARD_TIME_LIMIT + 60)
+    for job in RerunJob.objects.running_since_before(stuck_before):
+        if job.attempts >= job.max_attempts:
+            counts["failed"] += RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
+                state=JobState.FAILED,
+                finished_at=now,
+                error=f"worker {job.worker} stopped answering; ran out of attempts",
+            )
+        else:
+            counts["requeued"] += RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
+                state=JobState.QUEUED, dispatched_at=None
+            )
+    if not broker_configured():
+        return counts
+    for job in RerunJob.objects.never_sent():
+        counts["sent"] += rerun_dispatch(job=job)
+    resend_before = now - timedelta(seconds=settings.RERUN_REDISPATCH_AFTER)
+    for job in RerunJob.objects.sent_before(resend_before):
+        counts["resent"] += rerun_dispatch(job=job)
+    return counts
+
+
+# --- Claiming (used by the worker task) -----------------------------------------------------
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_gone(worker: str) -> bool:
+    """True when `worker` (host:pid) ran on this host and its process no longer exists."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    # A zombie is gone too: the pool reaps its killed children, but may not have yet.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def rerun_claim(*, job_pk: int) -> RerunJob | None:
+    """Claim a job for this process, or return None when another delivery holds it.
+
+    The claim is one conditional UPDATE from queued, so two deliveries cannot both win. A
+    redelivery after the claiming process died (a pool child killed mid-job: the broker
+    requeues its unacknowledged message) may also take over a running row, but only when
+    that process is provably gone: same host, no such pid. Elsewhere the sweeper requeues
+    the row once the hard time limit has passed.
+    """
+    row = RerunJob.objects.filter(pk=job_pk).values("state", "worker").first()
+    if row is None:
+        return None
+    claimable = Q(state=JobState.QUEUED)
+    if row["state"] == JobState.RUNNING and row["worker"] and _process_gone(row["worker"]):
+        claimable |= Q(state=JobState.RUNNING, worker=row["worker"])
+    claimed = (
+        RerunJob.objects.filter(claimable, pk=job_pk, attempts__lt=F("max_attempts"))
+        .exclude(state__in=[JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED])
+        .update(
+            state=JobState.RUNNING,
+            started_at=timezone.now(),
+            attempts=F("attempts") + 1,
+            worker=worker_name(),
+        )
+    )
+    if not claimed:
+        return None
+    return RerunJob.objects.select_related("run").get(pk=job_pk)
+
+
+def rerun_attempt_failed(*, job: RerunJob, error: str, retry: bool) -> bool:
+    """End a failed attempt. With attempts left and `retry`, back to queued (True: the caller
+    schedules the retry); else the job fails for good."""
+    job.refresh_from_db()
+    if retry and job.attempts < job.max_attempts:
+        RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
+            state=JobState.QUEUED, error=error[:4000]
+        )
+        return True
+    RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
+        state=JobState.FAILED, error=error[:4000], finished_at=timezone.now()
+    )
+    return False
+
+
+# --- Recording a signed result --------------------------------------------------------------
+
+
+def _reject(
+    reason: str, detail: str, *, via: str, job=None, job_ref="", key_id="", digest=""
+) -> ResultRejected:
+    RejectedResult.objects.create(
+        reason=reason,
+        detail=detail[:4000],
+        job=job,
+        job_ref=str(job_ref)[:100],
+        key_id=str(key_id)[:100],
+        payload_digest=digest,
+        via=via,
+    )
+    log.warning("rerun result rejected (%s): %s", reason, detail)
+    return ResultRejected(reason, detail)
+
+
+def _parse_time(value) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None or parsed.tzinfo is None:
+        return None
+    return parsed
+
+
+def result_record(
+    *, envelope: dict, via: str = "worker", keys: dict[str, bytes] | None = None
+) -> ResultReceipt:
+    """Verify a signed RerunResult and record it once. Raises ResultRejected, logged, with
+    nothing else changed, for a malformed, unsigned, tampered, unknown-key, foreign, replayed
+    or stale result.
+
+    1. Shape, then the key id, then the HMAC over the RFC 8785 bytes of `payload`.
+    2. The job: payload.job.id names an existing job whose nonce, run and cell match.
+    3. Not finished already (a replay), and fresh: finishedAt after the job was issued, within
+       RERUN_RESULT_MAX_AGE of it, and not in the future.
+    4. In one transaction, with the job row locked: the controlled run (GPU results), the
+       receipt, the evidence move on the original run, and the job's final state.
+
+    `keys` replaces the configured KERNELINDEX_WORKER_KEYS (load-demo passes the demo key).
+    """
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("payload"), dict):
+        raise _reject(RejectReason.MALFORMED, "not a RerunResult with a payload object", via=via)
+    payload = envelope["payload"]
+    job_info = payload.get("job") if isinstance(payload.get("job"), dict) else {}
+    job_ref = job_info.get("id") or ""
+    try:
+        digest = signing.payload_digest(payload)
+    except Exception as exc:  # rfc8785 refuses NaN, huge ints, non-string keys
+        raise _reject(
+            RejectReason.MALFORMED,
+            f"payload has no canonical form: {exc}",
+            via=via,
+            job_ref=job_ref,
+        ) from None
+    if envelope.get("kind") != "RerunResult" or envelope.get("apiVersion") != controlled.API:
+        raise _reject(
+            RejectReason.MALFORMED,
+            f"expected kind RerunResult of {controlled.API}",
+            via=via,
+            job_ref=job_ref,
+            digest=digest,
+        )
+    sig = envelope.get("signature")
+    if not isinstance(sig, dict) or sig.get("alg") != signing.ALG:
+        raise _reject(
+            RejectReason.MALFORMED,
+            "unsigned, or not signed with HMAC-SHA256",
+            via=via,
+            job_ref=job_ref,
+            digest=digest,
+        )
+    key_id, value = sig.get("keyId"), sig.get("value")
+    context = {"via": via, "job_ref": job_ref, "key_id": key_id or "", "digest": digest}
+    if not isinstance(key_id, str):
+        key = None
+    elif keys is not None:
+        key = keys.get(key_id)
+    else:
+        key = signing.server_key(key_id)
+    if key is None:
+        raise _reject(RejectReason.UNKNOWN_KEY, f"no worker key with id {key_id!r}", **context)
+    if not isinstance(value, str) or not signing.signature_valid(payload, key, value):
+        raise _reject(RejectReason.TAMPERED, "the signature does not match the payload", **context)
+
+    job = (
+        RerunJob.objects.select_related("run__implementation", "run__environment__gpu")
+        .filter(uuid=_uuid_or_none(job_ref))
+        .first()
+    )
+    if job is None:
+        raise _reject(RejectReason.FOREIGN_JOB, f"no job {job_ref!r}", **context)
+    context["job"] = job
+    problem = _foreign(job, payload)
+    if problem:
+        raise _reject(RejectReason.FOREIGN_JOB, problem, **context)
+    if job.is_finished or ResultReceipt.objects.filter(job=job).exists():
+        raise _reject(RejectReason.REPLAY, f"job {job.uuid} is already {job.state}", **context)
+    if job.state == JobState.AWAITING_APPROVAL or job.issued_at is None:
+        raise _reject(RejectReason.FOREIGN_JOB, "the job was never approved", **context)
+    stale = _stale(job, payload)
+    if stale:
+        raise _reject(RejectReason.STALE, stale, **context)
+
+    device = payload.get("device")
+    gpu_spec = None
+    if device == "cuda":
+        gpu_name = (payload.get("environment") or {}).get("gpuName")
+        gpu_spec = catalogue.GPUS.get(gpu_name)
+        if gpu_spec is None:
+            raise _reject(
+                RejectReason.UNKNOWN_GPU,
+                f"GPU {gpu_name!r} is not in the catalogue; add it, then import again",
+                **context,
+            )
+
+    try:
+        with transaction.atomic():
+            locked = RerunJob.objects.select_for_update().get(pk=job.pk)
+            if locked.is_finished:
+                raise IntegrityError("finished meanwhile")
+            receipt = _record(locked, payload, sig, digest, via, gpu_spec)
+    except IntegrityError:
+        # Another delivery recorded it between our checks and the lock: a replay.
+        raise _reject(
+            RejectReason.REPLAY, f"job {job.uuid} was recorded meanwhile", **context
+        ) from None
+    return receipt
+
+
+def _uuid_or_none(value):
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def _foreign(job: RerunJob, payload: dict) -> str:
+    """Why the payload is not this job's result, or ''."""
+    job_info = payload.get("job") or {}
+    if job_info.get("nonce") != job.nonce:
+        return "the nonce does not match the job's"
+    run_ref = (payload.get("run") or {}).get("publicId")
+    if run_ref != job.run.public_id:
+        return f"the result is for run {run_ref!r}, the job for {job.run.public_id}"
+    expected = {
+        "benchmark": job.run.benchmark.slug,
+        "pass": job.run.timed_pass,
+        "metric": job.run.metric,
+        "provider": job.run.implementation.provider_key,
+    }
+    for name, want in expected.items():
+        if payload.get(name) != want:
+            return f"{name} is {payload.get(name)!r}, the job asked for {want!r}"
+    return ""
+
+
+def _stale(job: RerunJob, payload: dict) -> str:
+    finished = _parse_time(payload.get("finishedAt"))
+    if finished is None:
+        return "finishedAt is missing or has no time zone"
+    skew = timedelta(seconds=settings.RERUN_CLOCK_SKEW)
+    if finished > timezone.now() + skew:
+        return f"finishedAt {payload['finishedAt']} is in the future"
+    if finished < job.issued_at - skew:
+        return f"finishedAt {payload['finishedAt']} is before the job was issued"
+    if finished > job.issued_at + timedelta(seconds=settings.RERUN_RESULT_MAX_AGE):
+        return (
+            f"finishedAt {payload['finishedAt']} is more than "
+            f"{settings.RERUN_RESULT_MAX_AGE} s after the job was issued"
+        )
+    return ""
+
+
+def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_spec):
+    status = payload.get("status")
+    correctness = payload.get("correctness") or {}
+    measurement = payload.get("measurement") or {}
+    receipt_fields = {
+        "job": job,
+        "key_id": sig["keyId"],
+        "signature": sig["value"].lower(),
+        "payload_digest": digest,
+        "payload": payload,
+        "status": str(status or ""),
+        "device": str(payload.get("device") or ""),
+        "via": via,
+    }
+    now = timezone.now()
+    # A runner that could not run the job (unavailable, invalid, error) says nothing about
+    # the run: the job fails with its error, and the evidence stays.
+    if status not in ("ok", "incorrect") or not isinstance(correctness.get("passed"), bool):
+        receipt = ResultReceipt.objects.create(**receipt_fields)
+        RerunJob.objects.filter(pk=job.pk).update(
+            state=JobState.FAILED,
+            finished_at=now,
+            error=f"the runner reported {status!r}: {payload.get('error') or 'no error text'}"[
+                :4000
+            ],
+        )
+        return receipt
+
+    controlled_run = None
+    if gpu_spec is not None:
+        controlled_run = controlled.controlled_run_from(job=job, payload=payload, gpu_spec=gpu_spec)
+    outcome = outcome_decide(
+        run=job.run,
+        correctness_passed=correctness["passed"],
+        device=str(payload.get("device")),
+        gpu_product=gpu_spec.product if gpu_spec else None,
+        median=measurement.get("median"),
+        unit=measurement.get("unit"),
+    )
+    event = evidence_apply(
+        run=job.run,
+        controlled_run=controlled_run,
+        outcome=outcome,
+        cause=f"rerun-job:{job.uuid}",
+        cause_job=job.uuid,
+    )
+    receipt = ResultReceipt.objects.create(
+        **receipt_fields, controlled_run=controlled_run, evidence_event=event
+    )
+    RerunJob.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=now, error="")
+    # An offline job was never claimed by a worker: its start is the runner's own.
+    started = _parse_time(payload.get("startedAt"))
+    if started is not None:
+        RerunJob.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=started)
+    return receipt
+
+
+__all__ = [
+    "ACTIVE_STATES",
+    "NO_BROKER",
+    "RerunError",
+    "ResultRejected",
+    "broker_configured",
+    "rerun_approve",
+    "rerun_attempt_failed",
+    "rerun_cancel",
+    "rerun_claim",
+    "rerun_dispatch",
+    "rerun_order_offline",
+    "rerun_request",
+    "rerun_sweep",
+    "result_record",
+]

@@ -1,0 +1,113 @@
+"""Celery tasks: run one rerun job on a GPU worker, and the periodic sweeper.
+
+A task takes the job's pk (never a model instance), claims the row, and does nothing if the
+claim fails, so every redelivery and duplicate is harmless. The soft and hard time limits sit
+below the broker's visibility timeout (settings), and the runner's own timeout below the soft
+limit, so a slow runner is stopped by us and not by the broker handing the job to another
+worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import connection
+
+from reruns import services, signing
+from reruns.controlled import job_document
+
+log = logging.getLogger(__name__)
+
+
+def _die_with_parent() -> None:
+    """In the runner's child process: be killed when the worker process dies (Linux), so a
+    killed pool process leaves no orphan runner measuring on the GPU."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class RunnerFailed(RuntimeError):
+    pass
+
+
+def run_runner(job_doc: dict) -> dict:
+    """Write JOB.json, run the configured runner command on it, return the parsed result."""
+    timeout = max(10, settings.RERUN_SOFT_TIME_LIMIT - 30)
+    with tempfile.TemporaryDirectory(prefix="kirerun-") as tmp:
+        job_path, result_path = Path(tmp, "JOB.json"), Path(tmp, "RESULT.json")
+        job_path.write_text(json.dumps(job_doc, indent=2))
+        command = [*settings.KERNELINDEX_RUNNER_COMMAND, str(job_path), "--out", str(result_path)]
+        try:
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                preexec_fn=_die_with_parent,
+            )
+        except subprocess.TimeoutExpired:
+            raise RunnerFailed(f"the runner did not finish within {timeout} s") from None
+        except OSError as exc:
+            raise RunnerFailed(f"cannot start the runner {command[0]!r}: {exc}") from None
+        # Exit 1 means "result written, the job failed or was incorrect": still a result.
+        if not result_path.exists():
+            tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
+            raise RunnerFailed(f"the runner exited {proc.returncode} without a result: {tail}")
+        try:
+            return json.loads(result_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise RunnerFailed(f"the runner wrote a result that is not JSON: {exc}") from None
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.RERUN_SOFT_TIME_LIMIT,
+    time_limit=settings.RERUN_HARD_TIME_LIMIT,
+    max_retries=None,  # bounded by the row's max_attempts, which the claim enforces
+)
+def rerun_execute(self, job_pk: int) -> str:
+    """Claim, run, sign with this worker's key, record. Returns what happened, for the log."""
+    job = services.rerun_claim(job_pk=job_pk)
+    if job is None:
+        return "not claimed"
+    document = job_document(job)
+    # The runner may take most of an hour; a database connection left idle that long can be
+    # dropped by the server or a proxy. Close it now and let Django open a fresh one after
+    # (not inside a transaction: a test that calls the task directly runs in one).
+    if not connection.in_atomic_block:
+        connection.close()
+    try:
+        result = run_runner(document)
+        key_id, key = signing.worker_key()
+        signing.envelope_sign(result, key_id, key)
+    except (RunnerFailed, SoftTimeLimitExceeded, signing.SigningError) as exc:
+        error = f"attempt {job.attempts}: {exc or type(exc).__name__}"
+        retry = not isinstance(exc, signing.SigningError)
+        if services.rerun_attempt_failed(job=job, error=error, retry=retry):
+            countdown = settings.RERUN_RETRY_BACKOFF * 2 ** (job.attempts - 1)
+            raise self.retry(countdown=countdown, exc=exc) from None
+        return f"failed: {error}"
+    try:
+        receipt = services.result_record(envelope=result, via="worker")
+    except services.ResultRejected as exc:
+        services.rerun_attempt_failed(job=job, error=f"result rejected: {exc}", retry=False)
+        return f"rejected: {exc}"
+    return f"recorded: {receipt.status}"
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def rerun_sweep() -> dict:
+    return services.rerun_sweep()

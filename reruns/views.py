@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from reruns.forms import RerunRequestForm
+from reruns.models import JobState
+from reruns.services import NO_BROKER, RerunError, broker_configured, rerun_request
+from runs.models import Run
+
+
+def _current_run(public_id: str) -> Run:
+    try:
+        return Run.objects.public().with_related().get(public_id=public_id)
+    except Run.DoesNotExist:
+        raise Http404("No run with this id") from None
+
+
+@require_POST
+@login_required
+def request_rerun(request: HttpRequest, public_id: str) -> HttpResponse:
+    run = _current_run(public_id)
+    back = redirect(run.get_absolute_url() + "#reruns")
+    form = RerunRequestForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose one of the listed GPU classes.")
+        return back
+    try:
+        job = rerun_request(
+            run=run, requested_by=request.user, gpu_class=form.cleaned_data["gpu_class"] or None
+        )
+    except RerunError as exc:
+        messages.error(request, str(exc))
+        return back
+    if job.state == JobState.AWAITING_APPROVAL:
+        messages.success(request, "Rerun requested: a maintainer will review it.")
+    elif job.dispatched_at:
+        messages.success(request, f"Rerun ordered and sent to the queue {job.queue}.")
+    elif not broker_configured():
+        messages.warning(request, f"Rerun ordered; {NO_BROKER}.")
+    else:
+        messages.warning(request, f"Rerun ordered but not sent yet: {job.dispatch_error}")
+    return back

@@ -1,0 +1,65 @@
+"""Maintainers in the admin: approve requests, order reruns on many runs, see the logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from reruns.models import JobState, RerunJob
+from reruns.services import rerun_request
+from tests.factories import RunFactory
+
+
+@pytest.fixture(autouse=True)
+def _no_broker(settings):
+    settings.CELERY_BROKER_URL = None
+
+
+@pytest.fixture
+def maintainer(client, django_user_model):
+    user = django_user_model.objects.create_superuser("maint", "m@example.org", "pw-maint-1")
+    client.force_login(user)
+    return user
+
+
+def test_approve_action_queues_requests(
+    client, maintainer, bob, django_capture_on_commit_callbacks
+):
+    job = rerun_request(run=RunFactory(), requested_by=bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/admin/reruns/rerunjob/",
+            {"action": "approve", "_selected_action": [job.pk]},
+            follow=True,
+        )
+    assert "1 job(s) approved." in response.content.decode()
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED and job.approved_by == maintainer
+    assert job.dispatch_error == "no broker configured: jobs wait as queued"
+
+
+def test_order_controlled_rerun_on_many_runs(client, maintainer):
+    runs = [RunFactory(), RunFactory()]
+    response = client.post(
+        "/admin/runs/run/",
+        {"action": "order_controlled_rerun", "_selected_action": [r.pk for r in runs]},
+        follow=True,
+    )
+    body = response.content.decode().lower()  # the admin capitalises messages
+    assert "2 rerun(s) ordered." in body
+    assert "no broker configured: jobs wait as queued" in body
+    assert set(RerunJob.objects.values_list("state", flat=True)) == {JobState.QUEUED}
+    # Ordering again reports the open jobs instead of making duplicates.
+    response = client.post(
+        "/admin/runs/run/",
+        {"action": "order_controlled_rerun", "_selected_action": [r.pk for r in runs]},
+        follow=True,
+    )
+    assert "already open" in response.content.decode()
+    assert RerunJob.objects.count() == 2
+
+
+def test_job_list_says_when_there_is_no_broker(client, maintainer):
+    body = client.get("/admin/reruns/rerunjob/").content.decode().lower()
+    assert "no broker configured: jobs wait as queued" in body
+    assert client.get("/admin/reruns/rerunjob/add/").status_code == 403
+    assert client.get("/admin/reruns/rejectedresult/").status_code == 200

@@ -1,0 +1,106 @@
+"""Real signed rerun results load, verify and become controlled runs: the demo batches under
+data/reruns/<batch>/ (when the repository has them) and tests/data/reruns/h200-2026-11-29,
+two real H200 results made with kirunner for this test (llama4_rope and rope, huggingface,
+forward), signed with a public test key."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from reruns.models import JobState, RerunJob
+from runs.canonical import document_digest, run_manifest
+from runs.models import Evidence
+from runs.services import ingest
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+FIXTURE = Path(__file__).resolve().parent / "data" / "reruns" / "h200-2026-11-29"
+BATCHES = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()) + [FIXTURE]
+
+
+def _documents(batch: Path, kind: str) -> list[dict]:
+    docs = []
+    for path in sorted(batch.rglob("*.json")):
+        doc = json.loads(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == kind:
+            docs.append(doc)
+    return docs
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=[b.name for b in BATCHES])
+def test_batch_loads_into_controlled_runs(db, batch, client):
+    jobs = _documents(batch, "RerunJob")
+    assert jobs, f"{batch} holds no job files"
+    sources = {j["run"]["source"] for j in jobs}
+    if "liger-kernel-bench" in sources:
+        ingest(
+            source_slug="liger-kernel-bench",
+            locations=[str(DATA / "liger" / "all_benchmark_data.csv")],
+        )
+    ci_folders = {
+        j["run"]["externalId"].split("/", 1)[0]
+        for j in jobs
+        if j["run"]["source"] == "liger-kernel-ci"
+    }
+    if ci_folders:
+        ingest(
+            source_slug="liger-kernel-ci",
+            locations=[str(DATA / "liger-ci" / f) for f in sorted(ci_folders)],
+        )
+
+    call_command("rerun", "load-demo", str(batch), stdout=StringIO(), stderr=StringIO())
+    results = {r["payload"]["job"]["id"]: r["payload"] for r in _documents(batch, "RerunResult")}
+    for doc in jobs:
+        job = RerunJob.objects.get(uuid=doc["job"]["id"])
+        payload = results.get(doc["job"]["id"])
+        if payload is None:
+            assert job.state == JobState.QUEUED
+            continue
+        assert job.state in (JobState.SUCCEEDED, JobState.FAILED)
+        receipt = job.receipt
+        if payload.get("device") == "cuda" and payload.get("status") in ("ok", "incorrect"):
+            controlled = receipt.controlled_run
+            assert controlled.source.slug == "kernelindex"
+            assert controlled.evidence == Evidence.CONTROLLED
+            assert controlled.environment.gpu.upstream_name == payload["environment"]["gpuName"]
+            manifest = run_manifest(controlled)
+            assert document_digest("BenchmarkRun", manifest["run"]["spec"]) == controlled.digest
+            assert controlled.spec["environmentDigest"] == controlled.environment.digest
+            page = client.get(controlled.get_absolute_url()).content.decode()
+            assert "This run is itself a KernelIndex-controlled rerun" in page
+        if receipt.evidence_event:
+            assert receipt.evidence_event.run == job.run
+            job.run.refresh_from_db()
+            assert job.run.evidence == receipt.evidence_event.to_level
+    # Loading again changes nothing.
+    out = StringIO()
+    call_command("rerun", "load-demo", str(batch), stdout=out, stderr=StringIO())
+    assert "0 result(s) recorded" in out.getvalue()
+
+
+def test_h200_fixture_verdicts(db):
+    """The example run (H100) is only checked by an H200; the upstream H200 rope row is
+    reproduced by the H200 rerun within the measured tolerance."""
+    ingest(
+        source_slug="liger-kernel-bench", locations=[str(DATA / "liger" / "all_benchmark_data.csv")]
+    )
+    ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
+    call_command("rerun", "load-demo", str(FIXTURE), stdout=StringIO(), stderr=StringIO())
+    from runs.models import Run
+
+    example = Run.objects.public().get(public_id="8827e3bb")
+    rope_h200 = Run.objects.public().get(public_id="67d207cf")
+    assert example.evidence == Evidence.CHECKED
+    assert rope_h200.evidence == Evidence.REPRODUCED
+    facts = rope_h200.evidence_events.get().facts
+    assert facts["gpuProduct"] == facts["originalGpuProduct"] == "NVIDIA H200"
+    assert facts["deviation"] <= facts["tolerance"]
+    controlled = rope_h200.evidence_events.get().controlled_run
+    assert controlled.environment.spec["hardware"]["product"] == "NVIDIA H200"
+    assert controlled.environment.spec["software"]["driver"]
+    assert controlled.protocol.timer == "cuda_events"
+    assert controlled.rank == 1 and controlled.group.size == 1

@@ -1,0 +1,29 @@
+"""Runs in the admin: for looking up, not for editing. Runs come from ingests and reruns, and
+the evidence level moves only through controlled reruns, so every field here is read-only."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from runs.models import Run
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["public_id", "benchmark", "implementation", "timed_pass", "evidence", "rank"]
+    list_filter = ["evidence", "timed_pass", "metric", "benchmark"]
+    search_fields = ["public_id", "external_id"]
+    list_select_related = ["benchmark", "implementation"]
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(is_current=True)
+
+    def get_readonly_fields(self, request, obj=None):
+        return [field.name for field in Run._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -133,13 +133,9 @@ def _liger_can_run() -> str | None:
     """Why liger cannot run here, or None when it can."""
     import torch
 
-    interpret = (
-        os.environ.get(LIGER_INTERPRET_ENV) == "1" and os.environ.get("TRITON_INTERPRET") == "1"
-    )
+    interpret = os.environ.get(LIGER_INTERPRET_ENV) == "1" and os.environ.get("TRITON_INTERPRET") == "1"
     if not torch.cuda.is_available() and not interpret:
-        return (
-            "liger-kernel is Triton code and needs a CUDA GPU; torch.cuda.is_available() is False"
-        )
+        return "liger-kernel is Triton code and needs a CUDA GPU; torch.cuda.is_available() is False"
     try:
         importlib.import_module("triton")
     except Exception as exc:
@@ -147,9 +143,7 @@ def _liger_can_run() -> str | None:
     return None
 
 
-def load_liger(
-    module: str, requested: str | None, *, device_type: str
-) -> tuple[ModuleType, ImplInfo]:
+def load_liger(module: str, requested: str | None, *, device_type: str) -> tuple[ModuleType, ImplInfo]:
     """Import ``module`` from the liger-kernel release closest to ``requested``."""
     if device_type != "cuda" and not (
         os.environ.get(LIGER_INTERPRET_ENV) == "1" and os.environ.get("TRITON_INTERPRET") == "1"
@@ -161,9 +155,7 @@ def load_liger(
     if reason:
         raise Unavailable(reason)
 
-    info = ImplInfo(
-        package="liger-kernel", requested_revision=requested, used_revision=None, module=module
-    )
+    info = ImplInfo(package="liger-kernel", requested_revision=requested, used_revision=None, module=module)
     root = os.environ.get(LIGER_ROOT_ENV)
     if root:
         releases = _installed_releases(Path(root))
@@ -192,12 +184,8 @@ def load_liger(
     info.used_revision = found or info.used_revision or dist_version("liger-kernel")
     if info.selection is None:
         info.selection = (
-            "exact release"
-            if requested and info.used_revision == requested
-            else "installed package"
+            "exact release" if requested and info.used_revision == requested else "installed package"
         )
     if os.environ.get("TRITON_INTERPRET") == "1":
-        info.notes.append(
-            "ran under TRITON_INTERPRET=1 (Triton CPU interpreter): timings are meaningless"
-        )
+        info.notes.append("ran under TRITON_INTERPRET=1 (Triton CPU interpreter): timings are meaningless")
     return mod, info

@@ -135,9 +135,7 @@ _EPS = Param("eps", kind="float")
 class _RopeBase(KernelSpec):
     def validate(self, wl: dict[str, Any]) -> None:
         if wl["hidden"] % wl["q_heads"]:
-            raise WorkloadError(
-                f"{self.name}: hidden {wl['hidden']} is not a multiple of q_heads {wl['q_heads']}"
-            )
+            raise WorkloadError(f"{self.name}: hidden {wl['hidden']} is not a multiple of q_heads {wl['q_heads']}")
         if (wl["hidden"] // wl["q_heads"]) % 2:
             raise WorkloadError(f"{self.name}: head_dim must be even")
         if wl["q_heads"] % wl["kv_heads"]:
@@ -190,28 +188,16 @@ class RopeSpec(_RopeBase):
         if provider == "huggingface":
             apply = llama.apply_rotary_pos_emb
             if "position_ids" in inspect.signature(apply).parameters:
-
                 def fwd(v):
                     return apply(v["q"], v["k"], cos, sin, pos_ids)
             else:
-                notes.append(
-                    "position_ids not passed: this transformers removed the (unused) argument"
-                )
+                notes.append("position_ids not passed: this transformers removed the (unused) argument")
 
                 def fwd(v):
                     return apply(v["q"], v["k"], cos, sin)
 
-            return Impl(
-                fwd,
-                _hf_info(
-                    "transformers.models.llama.modeling_llama.apply_rotary_pos_emb",
-                    hf_version,
-                    notes,
-                ),
-            )
-        mod, info = load_liger(
-            "liger_kernel.transformers.rope", revision, device_type=torch.device(device).type
-        )
+            return Impl(fwd, _hf_info("transformers.models.llama.modeling_llama.apply_rotary_pos_emb", hf_version, notes))
+        mod, info = load_liger("liger_kernel.transformers.rope", revision, device_type=torch.device(device).type)
         info.notes.extend(notes)
 
         def liger_fwd(v):
@@ -250,23 +236,13 @@ class Llama4RopeSpec(_RopeBase):
         rotary = l4.Llama4TextRotaryEmbedding(config=config).to(device)
         pos_ids = torch.arange(wl["seq"], device=device, dtype=torch.long).unsqueeze(0)
         freqs_cis = rotary(torch.empty((), dtype=torch_dtype(wl["dtype"]), device=device), pos_ids)
-        notes = [
-            f"freqs_cis from transformers {hf_version} Llama4TextRotaryEmbedding (rope_theta=10000)"
-        ]
+        notes = [f"freqs_cis from transformers {hf_version} Llama4TextRotaryEmbedding (rope_theta=10000)"]
         if provider == "huggingface":
-
             def fwd(v):
                 return l4.apply_rotary_emb(v["q"], v["k"], freqs_cis)
 
-            return Impl(
-                fwd,
-                _hf_info(
-                    "transformers.models.llama4.modeling_llama4.apply_rotary_emb", hf_version, notes
-                ),
-            )
-        mod, info = load_liger(
-            "liger_kernel.transformers.llama4_rope", revision, device_type=torch.device(device).type
-        )
+            return Impl(fwd, _hf_info("transformers.models.llama4.modeling_llama4.apply_rotary_emb", hf_version, notes))
+        mod, info = load_liger("liger_kernel.transformers.llama4_rope", revision, device_type=torch.device(device).type)
         info.notes.extend(notes)
 
         def liger_fwd(v):
@@ -321,11 +297,7 @@ class RmsNormSpec(KernelSpec):
                 "LlamaRMSNorm as defined in Liger-Kernel benchmark_rms_norm.py (re-implemented in kirunner)"
             )
         else:
-            mod, info = load_liger(
-                "liger_kernel.transformers.rms_norm",
-                revision,
-                device_type=torch.device(device).type,
-            )
+            mod, info = load_liger("liger_kernel.transformers.rms_norm", revision, device_type=torch.device(device).type)
             module = mod.LigerRMSNorm(hidden_size=wl["hidden"], eps=wl["eps"]).to(device)
         return Impl(lambda v: (module(v["x"]),), info, module=module, eps=wl["eps"])
 
@@ -347,18 +319,12 @@ class LayerNormSpec(KernelSpec):
             info = _torch_info("torch.nn.LayerNorm")
             eps = module.eps
         else:
-            mod, info = load_liger(
-                "liger_kernel.transformers.layer_norm",
-                revision,
-                device_type=torch.device(device).type,
-            )
+            mod, info = load_liger("liger_kernel.transformers.layer_norm", revision, device_type=torch.device(device).type)
             # Upstream builds LigerLayerNorm(hidden_size=N) without passing eps.
             module = mod.LigerLayerNorm(hidden_size=wl["hidden"]).to(device)
             eps = float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6)))
             if eps != wl["eps"]:
-                info.notes.append(
-                    f"LigerLayerNorm built with its default eps={eps} as upstream did (job eps={wl['eps']})"
-                )
+                info.notes.append(f"LigerLayerNorm built with its default eps={eps} as upstream did (job eps={wl['eps']})")
         return Impl(lambda v: (module(v["x"]),), info, module=module, eps=eps)
 
     def reference(self, views, params, wl, impl):
@@ -375,9 +341,7 @@ class GatedMlpSpec(KernelSpec):
 
     def make_inputs(self, wl, device, gen):
         return {
-            "x": _randn(
-                (wl["batch"], wl["seq"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen
-            )
+            "x": _randn((wl["batch"], wl["seq"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)
         }
 
     def build(self, wl, provider, device, revision):
@@ -398,9 +362,7 @@ class GatedMlpSpec(KernelSpec):
                 module = llama.LlamaMLP(config=config)
             info = _hf_info("transformers.models.llama.modeling_llama.LlamaMLP", hf_version)
         else:
-            mod, info = load_liger(
-                self.liger_module, revision, device_type=torch.device(device).type
-            )
+            mod, info = load_liger(self.liger_module, revision, device_type=torch.device(device).type)
             with torch.device(device):
                 module = getattr(mod, self.liger_class)(config=config)
             info.notes.append(f"LlamaConfig from transformers {hf_version}")
@@ -440,11 +402,7 @@ class CrossEntropySpec(KernelSpec):
             loss = torch.nn.CrossEntropyLoss(ignore_index=wl["ignore_index"])
             info = _torch_info("torch.nn.CrossEntropyLoss")
         else:
-            mod, info = load_liger(
-                "liger_kernel.transformers.cross_entropy",
-                revision,
-                device_type=torch.device(device).type,
-            )
+            mod, info = load_liger("liger_kernel.transformers.cross_entropy", revision, device_type=torch.device(device).type)
             loss = mod.LigerCrossEntropyLoss(ignore_index=wl["ignore_index"])
         return Impl(lambda v: (loss(v["logits"], v["target"]),), info)
 

@@ -106,9 +106,7 @@ def gated_mlp(
     return (fn(x @ gate_w.T) * (x @ up_w.T)) @ down_w.T
 
 
-def cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100
-) -> torch.Tensor:
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """Mean token cross-entropy over the rows whose target is not ignore_index."""
     import torch
 

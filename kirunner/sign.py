@@ -77,11 +77,7 @@ def sign_result(result: dict[str, Any], key_id: str, key: bytes) -> dict[str, An
     """Set result["signature"] in place and return the result."""
     if "payload" not in result:
         raise SigningError("result has no payload to sign")
-    result["signature"] = {
-        "alg": ALG,
-        "keyId": key_id,
-        "value": sign_payload(result["payload"], key),
-    }
+    result["signature"] = {"alg": ALG, "keyId": key_id, "value": sign_payload(result["payload"], key)}
     return result
 
 

@@ -3,6 +3,7 @@ its settings, before the API views (and their imports) can be."""
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from attestations import services
@@ -26,3 +27,17 @@ class TokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return self.keyword
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Describes the bearer token in the OpenAPI schema."""
+
+    target_class = "attestations.authentication.TokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A token created at /me/tokens/ (starts with ki_).",
+        }

@@ -167,9 +167,10 @@ DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "KernelIndex <noreply@local
 
 REST_FRAMEWORK = {
     # --- community: session for the browser, hashed bearer tokens for scripts ---
+    # Token first, so an unauthenticated call is answered 401 with WWW-Authenticate: Bearer.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "attestations.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     # --- end community ---
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

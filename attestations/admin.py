@@ -7,6 +7,7 @@ which also goes through the service.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import ValidationError
@@ -181,8 +182,26 @@ class AttestationAdmin(admin.ModelAdmin):
         )
 
 
+class ReportAdminForm(forms.ModelForm):
+    class Meta:
+        model = Report
+        fields = ["state", "answer"]
+
+    def clean(self):
+        data = super().clean()
+        # The service refuses the same; checking here keeps the maintainer on the form with
+        # the message instead of a "changed successfully" that did not happen.
+        problem = services.report_answer_problem(
+            state=data.get("state", ""), answer=data.get("answer", "")
+        )
+        if problem:
+            self.add_error("answer", problem)
+        return data
+
+
 @admin.register(Report)
 class ReportAdmin(admin.ModelAdmin):
+    form = ReportAdminForm
     list_display = ["id", "state", "category", "run_link", "reporter", "created_at", "answered_at"]
     list_filter = ["state", "category", "created_at"]
     search_fields = ["run__public_id", "reporter__username", "text", "answer"]
@@ -219,10 +238,6 @@ class ReportAdmin(admin.ModelAdmin):
             )
         except (ValidationError, services.CommunityError) as exc:
             self.message_user(request, " ".join(_messages_of(exc)), messages.ERROR)
-
-    def save_related(self, request, form, formsets, change) -> None:
-        # The audit trail inline is read-only; nothing related is saved from this page.
-        return None
 
     @admin.action(description="Mark selected reports triaged", permissions=["change"])
     def mark_triaged(self, request, queryset):

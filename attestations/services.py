@@ -285,16 +285,24 @@ def _notify_maintainers(report_pk: int) -> None:
     )
 
 
+def report_answer_problem(*, state: str, answer: str) -> str | None:
+    """What is wrong with moving a report to `state` with `answer`, or None."""
+    if state not in ReportState.values:
+        return "Unknown report state."
+    if state in (ReportState.RESOLVED, ReportState.DISMISSED) and not answer.strip():
+        return "Give the reporter an answer when resolving or dismissing."
+    if len(answer) > settings.COMMUNITY_MAX_BODY_CHARS:
+        return f"At most {settings.COMMUNITY_MAX_BODY_CHARS} characters."
+    return None
+
+
 def report_answer(*, report: Report, maintainer, state: str, answer: str = "") -> Report:
     if not (maintainer.is_active and maintainer.is_staff):
         raise NotAllowed("Only maintainers answer reports.")
-    if state not in ReportState.values:
-        raise ValidationError("Unknown report state.")
     answer = answer.strip()
-    if state in (ReportState.RESOLVED, ReportState.DISMISSED) and not answer:
-        raise ValidationError("Give the reporter an answer when resolving or dismissing.")
-    if len(answer) > settings.COMMUNITY_MAX_BODY_CHARS:
-        raise ValidationError(f"At most {settings.COMMUNITY_MAX_BODY_CHARS} characters.")
+    problem = report_answer_problem(state=state, answer=answer)
+    if problem:
+        raise ValidationError(problem)
     with transaction.atomic():
         locked = Report.objects.select_for_update().get(pk=report.pk)
         if locked.state == state and locked.answer == answer:

@@ -26,7 +26,7 @@ class AttestationForm(forms.Form):
     median = _value_field("Measured median")
     p20 = _value_field("p20")
     p80 = _value_field("p80")
-    input_unit = forms.ChoiceField(label="Unit", initial="us")
+    input_unit = forms.ChoiceField(label="Unit", initial="us", required=False)
     gpu = forms.ModelChoiceField(
         label="GPU", queryset=Gpu.objects.all(), required=False, empty_label="(choose)"
     )
@@ -70,6 +70,8 @@ class AttestationForm(forms.Form):
         kind = self.instance.kind if self.instance else data.get("kind")
         if kind == Kind.REPRODUCTION and data.get("median") is None:
             self.add_error("median", "A reproduction needs a measured median.")
+        if kind == Kind.REPRODUCTION and not data.get("input_unit"):
+            self.add_error("input_unit", "Choose the unit of the values.")
         if kind == Kind.NOTE and not (data.get("body") or "").strip():
             self.add_error("body", "A note needs text.")
         for name in ("median", "p20", "p80"):

@@ -73,7 +73,9 @@ def _action(admin_client, action, items, **extra):
     "action, state, reason", [("approve", "approved", ""), ("reject", "rejected", "no source"),
                               ("hide", "hidden", "spam")]
 )  # fmt: skip
-def test_bulk_moderation_with_intermediate_page(admin_client, run, owner, staff, action, state, reason):
+def test_bulk_moderation_with_intermediate_page(
+    admin_client, run, owner, staff, action, state, reason
+):
     items = AttestationFactory.create_batch(2, run=run, author=owner)
     page = _action(admin_client, action, items)
     assert page.status_code == 200
@@ -136,7 +138,9 @@ def test_audit_trail_cannot_be_edited_or_deleted(admin_client, run, owner, staff
         f"/admin/attestations/moderationevent/{event.pk}/change/", {"reason": "forged"}
     )
     assert response.status_code == 403
-    response = admin_client.post(f"/admin/attestations/moderationevent/{event.pk}/delete/", {"post": "yes"})
+    response = admin_client.post(
+        f"/admin/attestations/moderationevent/{event.pk}/delete/", {"post": "yes"}
+    )
     assert response.status_code == 403
     event.refresh_from_db()
     assert event.reason == ""

@@ -110,7 +110,10 @@ def test_list_and_detail_visibility(api, run, owner, other):
     ids = {item["id"] for item in api.get("/api/v1/attestations/").json()["results"]}
     assert ids == {public.pk}
     _bearer(api, owner)
-    ids = {item["id"] for item in api.get(f"/api/v1/attestations/?run={run.public_id}").json()["results"]}
+    ids = {
+        item["id"]
+        for item in api.get(f"/api/v1/attestations/?run={run.public_id}").json()["results"]
+    }
     assert ids == {public.pk, mine.pk}
     assert api.get("/api/v1/attestations/?run=ffffffff").json()["results"] == []
     assert api.get(f"/api/v1/attestations/{mine.pk}/").status_code == 200
@@ -177,8 +180,15 @@ def test_reports(api, run, owner, other):
     )
     assert response.status_code == 201
     assert response.json()["state"] == "open"
-    assert api.post("/api/v1/reports/", {"run": run.public_id, "category": "x", "text": "y"}, format="json").status_code == 400
-    assert [r["text"] for r in api.get("/api/v1/reports/").json()["results"]] == ["Same as 0000abcd"]
+    assert (
+        api.post(
+            "/api/v1/reports/", {"run": run.public_id, "category": "x", "text": "y"}, format="json"
+        ).status_code
+        == 400
+    )
+    assert [r["text"] for r in api.get("/api/v1/reports/").json()["results"]] == [
+        "Same as 0000abcd"
+    ]
     _bearer(api, other)
     assert api.get("/api/v1/reports/").json()["results"] == []
     api.credentials()

@@ -51,10 +51,17 @@ def test_api(run, owner):
     )
     assert created.status_code == 201
     pk = created.json()["id"]
-    assert api.patch(f"/api/v1/attestations/{pk}/", {"body": "x", **sneaky}, format="json").status_code == 200
-    assert api.post(f"/api/v1/attestations/{pk}/withdraw/", sneaky, format="json").status_code == 200
+    assert (
+        api.patch(f"/api/v1/attestations/{pk}/", {"body": "x", **sneaky}, format="json").status_code
+        == 200
+    )
+    assert (
+        api.post(f"/api/v1/attestations/{pk}/withdraw/", sneaky, format="json").status_code == 200
+    )
     reported = api.post(
-        "/api/v1/reports/", {"run": run.public_id, "category": "other", "text": "x", **sneaky}, format="json"
+        "/api/v1/reports/",
+        {"run": run.public_id, "category": "other", "text": "x", **sneaky},
+        format="json",
     )
     assert reported.status_code == 201
     assert _evidence(run) == Evidence.REPORTED

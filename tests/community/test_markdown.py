@@ -34,7 +34,7 @@ PAYLOADS = [
     "[click](vbscript:msgbox(1))",
     '<div style="background:url(javascript:alert(1))">x</div>',
     "![x](javascript:alert(1))",
-    '<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>',
+    "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
 ]
 
 

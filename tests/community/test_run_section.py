@@ -30,7 +30,7 @@ def test_approved_reproduction_with_difference(client, run, owner):
         run=run, author=owner, state="approved", median=393_632, p20=None, p80=None, body=""
     )
     page = _page(client, run)
-    assert "Replications and notes <span class=\"count\">(1)</span>" in page
+    assert 'Replications and notes <span class="count">(1)</span>' in page
     assert "393.6 µs" in page
     assert "+2.1 % vs published" in page
     assert "No attestations yet." not in page
@@ -51,7 +51,7 @@ def test_pending_only_for_its_author(client, request, run, owner, who, sees_pend
     assert ("my pending note text" in page) == sees_pending
     assert ("badge-pending" in page) == sees_pending
     # A pending item does not count as an attestation of the run.
-    assert "<span class=\"count\">" not in page
+    assert '<span class="count">' not in page
 
 
 def test_hidden_and_rejected_are_not_shown(client, run, owner):

@@ -40,9 +40,10 @@ def test_banned_user_cannot_post(run, owner, staff):
         _repro(run, owner)
     services.poster_unban(user=owner, moderator=staff)
     assert _repro(run, owner).pk
-    assert list(
-        ModerationEvent.objects.filter(subject=owner).values_list("action", flat=True)
-    ) == ["unban", "ban"]
+    assert list(ModerationEvent.objects.filter(subject=owner).values_list("action", flat=True)) == [
+        "unban",
+        "ban",
+    ]
 
 
 def test_ban_twice_keeps_one_active_ban(owner, staff):
@@ -93,9 +94,7 @@ def test_update_only_by_author_and_while_pending(run, owner, other, staff):
     services.attestation_update(attestation=item, editor=owner, body="edited")
     item.refresh_from_db()
     assert item.body == "edited"
-    services.attestation_moderate(
-        attestations=[item], moderator=staff, state="approved", reason=""
-    )
+    services.attestation_moderate(attestations=[item], moderator=staff, state="approved", reason="")
     item.refresh_from_db()
     with pytest.raises(services.WrongState):
         services.attestation_update(attestation=item, editor=owner, body="after approval")
@@ -112,7 +111,9 @@ def test_update_cannot_touch_state_or_run(run, owner):
 def test_update_sees_moderation_that_happened_meanwhile(run, owner, staff):
     item = _repro(run, owner)
     stale = Attestation.objects.get(pk=item.pk)
-    services.attestation_moderate(attestations=[item], moderator=staff, state="rejected", reason="no")
+    services.attestation_moderate(
+        attestations=[item], moderator=staff, state="rejected", reason="no"
+    )
     with pytest.raises(services.WrongState):
         services.attestation_update(attestation=stale, editor=owner, body="sneaky")
     item.refresh_from_db()

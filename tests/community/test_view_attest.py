@@ -55,7 +55,9 @@ def test_post_creates_pending_reproduction_in_ns(client, run, owner):
     assert "awaits moderation" in page.content.decode()
 
 
-@pytest.mark.parametrize("unit, value, stored", [("ms", "0.3855", 385_500), ("ns", "385536", 385_536)])
+@pytest.mark.parametrize(
+    "unit, value, stored", [("ms", "0.3855", 385_500), ("ns", "385536", 385_536)]
+)
 def test_units_are_converted(client, run, owner, unit, value, stored):
     client.force_login(owner)
     data = {**FORM, "median": value, "p20": "", "p80": "", "input_unit": unit}

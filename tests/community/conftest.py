@@ -8,9 +8,16 @@ from tests.factories_community import make_staff, verify_email
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache():
-    # Rate-limit counters live in the cache; each test starts with none.
-    cache.clear()
+def _fresh_cache(settings, request):
+    """Rate-limit counters live in the cache: each test gets an empty one of its own. A private
+    local-memory cache rather than clearing Redis, which other suites may be using;
+    test_ratelimit_redis.py covers the Redis-backed counters."""
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": f"community-{request.node.nodeid}",
+        }
+    }
     yield
     cache.clear()
 

@@ -127,3 +127,33 @@ def test_contributor_may_add_totp(client, owner):
     verify_email(owner)
     client.force_login(owner)
     assert client.get("/accounts/2fa/").status_code == 200
+
+
+def test_new_superuser_verifies_email_then_must_set_up_totp(client, db):
+    get_user_model().objects.create_superuser("root", "root@example.org", "root-password-1")
+    response = client.post(
+        "/accounts/login/?next=/admin/", {"login": "root", "password": "root-password-1"}
+    )
+    assert response["Location"] == "/accounts/confirm-email/"
+    client.post(_link(mail.outbox[-1]))
+    client.post("/accounts/login/", {"login": "root", "password": "root-password-1"})
+    assert "_auth_user_id" in client.session
+
+    response = client.get("/admin/")
+    assert response["Location"] == "/accounts/2fa/totp/activate/"
+    # Setting up a second factor asks for the password again (allauth's reauthentication).
+    response = client.get("/accounts/2fa/totp/activate/", follow=True)
+    if response.redirect_chain:
+        assert response.redirect_chain[-1][0].startswith("/accounts/reauthenticate/")
+        client.post(response.redirect_chain[-1][0], {"password": "root-password-1"})
+    assert client.get("/accounts/2fa/totp/activate/").status_code == 200
+    secret = client.session["mfa.totp.secret"]
+    response = client.post("/accounts/2fa/totp/activate/", {"code": totp_code(secret)})
+    assert response.status_code == 302
+    assert client.get("/admin/").status_code == 200
+
+
+def test_account_management_pages(client, owner):
+    client.force_login(owner)
+    for url in ("/accounts/email/", "/accounts/password/change/", "/accounts/2fa/"):
+        assert client.get(url).status_code == 200, url

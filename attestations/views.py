@@ -65,7 +65,7 @@ def attest(request: HttpRequest, public_id: str) -> HttpResponse:
             messages.success(
                 request, f"Thank you. Your {item.get_kind_display().lower()} awaits moderation."
             )
-            return redirect(f"{run.get_absolute_url()}#attestations")
+            return redirect(f"{run.get_absolute_url()}#replications")
     return render(request, "attestations/attest.html", {"run": run, "form": form})
 
 

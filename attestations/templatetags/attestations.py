@@ -4,7 +4,7 @@ from django import template
 from django.utils.safestring import SafeString
 
 from attestations.markdown import render_markdown
-from attestations.models import Attestation, Report, State
+from attestations.models import Attestation, Report
 
 register = template.Library()
 
@@ -20,10 +20,16 @@ def run_attestations(context, run):
     return {
         "run": run,
         "items": items,
-        "count": sum(1 for item in items if item.state == State.APPROVED),
         "answered_reports": answered,
         "user": user,
     }
+
+
+@register.simple_tag
+def attestation_count(run) -> str:
+    """ " (3)" after the section heading when the run has approved attestations, else ""."""
+    count = Attestation.objects.approved().for_run(run).count()
+    return f" ({count})" if count else ""
 
 
 @register.filter

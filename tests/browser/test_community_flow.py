@@ -64,7 +64,7 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     page.fill("textarea[name=body]", "Same workload on my **H100**.")
     _submit(page)
     page.wait_for_url(re.compile(rf"/runs/{run.public_id}/"))
-    section = page.locator("#attestations")
+    section = page.locator("#replications")
     assert "pending" in section.inner_text()
     assert "393.6 µs" in section.inner_text()
     page.screenshot(path=str(ARTIFACTS / "community-1-pending.png"), full_page=True)
@@ -96,7 +96,7 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     # 4. Anyone sees it on the public run page, with its difference from the published median.
     public = chromium_browser.new_context().new_page()
     public.goto(f"{base}/runs/{run.public_id}/")
-    text = public.locator("#attestations").inner_text()
+    text = public.locator("#replications").inner_text()
     assert "Replications and notes (1)" in text
     assert "+2.1 % vs published" in text
     assert "dana" in text and "pending" not in text

@@ -47,7 +47,7 @@ def test_post_creates_pending_reproduction_in_ns(client, run, owner):
     client.force_login(owner)
     response = client.post(_url(run), FORM)
     assert response.status_code == 302
-    assert response["Location"] == f"/runs/{run.public_id}/#attestations"
+    assert response["Location"] == f"/runs/{run.public_id}/#replications"
     item = Attestation.objects.get()
     assert (item.state, item.kind, item.author) == ("pending", "reproduction", owner)
     assert (item.median, item.p20, item.p80, item.unit) == (390_500, 389_900, 391_250, "ns")

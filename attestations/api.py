@@ -4,6 +4,7 @@ same services as the pages; rules live in the services only."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, permissions, serializers, status
@@ -85,7 +86,12 @@ class _MeasuredInput(serializers.Serializer):
     torch_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
     other_versions = serializers.CharField(max_length=300, required=False, allow_blank=True)
     harness = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    commit_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+    commit_url = serializers.URLField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+    )
     body = serializers.CharField(max_length=20_000, required=False, allow_blank=True)
 
 

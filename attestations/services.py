@@ -82,7 +82,12 @@ class Measurement:
     unit: str = ""
 
 
-def _validate(*, run: Run, kind: str, measurement: Measurement, body: str) -> None:
+def _validate(
+    *, run: Run, kind: str, measurement: Measurement, body: str, commit_url: str = ""
+) -> None:
+    # Pages link the commit URL, so only web links are stored, whatever path the write took.
+    if commit_url and not commit_url.lower().startswith(("https://", "http://")):
+        raise ValidationError({"commit_url": "Give an http or https link."})
     if kind not in Kind.values:
         raise ValidationError({"kind": "Choose reproduction or note."})
     if len(body) > settings.COMMUNITY_MAX_BODY_CHARS:
@@ -122,7 +127,7 @@ def attestation_create(
 ) -> Attestation:
     _require_poster(author)
     measurement = measurement or Measurement()
-    _validate(run=run, kind=kind, measurement=measurement, body=body)
+    _validate(run=run, kind=kind, measurement=measurement, body=body, commit_url=commit_url)
     is_repro = kind == Kind.REPRODUCTION
     return Attestation.objects.create(
         run=run,
@@ -173,6 +178,7 @@ def attestation_update(
             attestation.median, attestation.p20, attestation.p80, attestation.unit
         ),
         body=attestation.body,
+        commit_url=attestation.commit_url,
     )
     with transaction.atomic():
         # Re-check the state under a row lock: a moderator may have acted since the page loaded.

@@ -75,6 +75,7 @@ def test_revoked_token_is_refused(api, run, owner):
         ({"p20": "999"}, "median"),
         ({"body": "x" * 20_001}, "body"),
         ({"commit_url": "javascript:alert(1)"}, "commit_url"),
+        ({"commit_url": "ftp://example.org/x"}, "commit_url"),
     ],
 )
 def test_bad_input_is_400_with_message(api, run, owner, change, field):

@@ -188,3 +188,13 @@ def test_visible_to(run, owner, other):
     AttestationFactory(run=run, author=owner, state="hidden")
     assert set(Attestation.objects.visible_to(owner)) == {mine, approved}
     assert set(Attestation.objects.visible_to(AnonymousUser())) == {approved}
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "ftp://example.org/x", "data:text/html,x"])
+def test_commit_url_must_be_a_web_link(run, owner, url):
+    with pytest.raises(ValidationError) as exc:
+        _repro(run, owner, commit_url=url)
+    assert "commit_url" in exc.value.message_dict
+    item = _repro(run, owner, commit_url="https://github.com/o/r/commit/abc")
+    with pytest.raises(ValidationError):
+        services.attestation_update(attestation=item, editor=owner, commit_url=url)

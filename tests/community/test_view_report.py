@@ -88,3 +88,14 @@ def test_my_reports_lists_only_own(client, request, run, owner, who):
 
 def test_my_reports_needs_login(client):
     assert client.get("/me/reports/").status_code == 302
+
+
+@pytest.mark.parametrize("count", [1, 10])
+def test_my_reports_query_count(client, owner, django_assert_max_num_queries, count):
+    from tests.factories import RunFactory
+
+    for _ in range(count):
+        ReportFactory(run=RunFactory(), reporter=owner, state="resolved", answer="done")
+    client.force_login(owner)
+    with django_assert_max_num_queries(3):
+        assert client.get("/me/reports/").status_code == 200

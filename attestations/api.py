@@ -184,7 +184,9 @@ class AttestationDetail(APIView):
     permission_classes = [permissions.AllowAny]
 
     def _visible(self, request, pk: int) -> Attestation:
-        return get_object_or_404(Attestation.objects.visible_to(request.user).with_related(), pk=pk)
+        return get_object_or_404(
+            Attestation.objects.readable_by(request.user).with_related(), pk=pk
+        )
 
     def _own(self, request, pk: int) -> Attestation:
         if not request.user.is_authenticated:

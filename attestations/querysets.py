@@ -17,6 +17,13 @@ class AttestationQuerySet(models.QuerySet):
             return self.filter(Q(state="approved") | Q(state="pending", author=user))
         return self.approved()
 
+    def readable_by(self, user) -> AttestationQuerySet:
+        """What a user may open: approved items, and their own in any state (with the
+        moderator's reason when refused)."""
+        if user is not None and user.is_authenticated:
+            return self.filter(Q(state="approved") | Q(author=user))
+        return self.approved()
+
     def for_run(self, run) -> AttestationQuerySet:
         # By public id, so items stay with the run when an upstream change adds a revision.
         return self.filter(run__public_id=run.public_id)

@@ -70,7 +70,7 @@ def attest(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 def attestation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    item = get_object_or_404(Attestation.objects.visible_to(request.user).with_related(), pk=pk)
+    item = get_object_or_404(Attestation.objects.readable_by(request.user).with_related(), pk=pk)
     return render(request, "attestations/detail.html", {"item": item, "run": item.run})
 
 
@@ -143,7 +143,17 @@ def my_reports(request: HttpRequest) -> HttpResponse:
 def user_profile(request: HttpRequest, username: str) -> HttpResponse:
     profile = get_object_or_404(get_user_model(), username=username, is_active=True)
     items = Attestation.objects.approved().by(profile).with_related()
-    return render(request, "attestations/profile.html", {"profile": profile, "items": items})
+    # The user's own page also lists what the public does not see, with moderators' reasons.
+    own_unpublished = (
+        Attestation.objects.by(profile).exclude(state="approved").with_related()
+        if request.user == profile
+        else Attestation.objects.none()
+    )
+    return render(
+        request,
+        "attestations/profile.html",
+        {"profile": profile, "items": items, "own_unpublished": own_unpublished},
+    )
 
 
 @never_cache

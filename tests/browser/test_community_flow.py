@@ -41,6 +41,7 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     page.fill("input[name=username]", "dana")
     page.fill("input[name=password1]", "a-long-passphrase-42")
     page.fill("input[name=password2]", "a-long-passphrase-42")
+    page.screenshot(path=str(ARTIFACTS / "community-0-signup.png"), full_page=True)
     _submit(page)
     page.wait_for_url(re.compile(r"/accounts/confirm-email/$"))
     link = re.search(r"https?://\S+/accounts/confirm-email/\S+", mail.outbox[-1].body).group(0)
@@ -62,12 +63,13 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     page.select_option("select[name=input_unit]", "us")
     page.fill("input[name=cuda_version]", "12.8")
     page.fill("textarea[name=body]", "Same workload on my **H100**.")
+    page.screenshot(path=str(ARTIFACTS / "community-1-attest-form.png"), full_page=True)
     _submit(page)
     page.wait_for_url(re.compile(rf"/runs/{run.public_id}/"))
     section = page.locator("#replications")
     assert "pending" in section.inner_text()
     assert "393.6 µs" in section.inner_text()
-    page.screenshot(path=str(ARTIFACTS / "community-1-pending.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "community-2-pending.png"), full_page=True)
     assert Attestation.objects.get().state == "pending"
 
     # 3. The maintainer logs in with password and TOTP and approves it in the admin.
@@ -82,13 +84,13 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     _submit(page)
     page.wait_for_url(re.compile(r"/admin/$"))
     assert "Pending attestations" in page.locator("#moderation-queues").inner_text()
-    page.screenshot(path=str(ARTIFACTS / "community-2-admin-index.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "community-3-admin-index.png"), full_page=True)
     page.locator("#moderation-queues a", has_text="Pending attestations").click()
     page.locator("input[name=_selected_action]").first.check()
     page.select_option("select[name=action]", "approve")
     page.locator("button[name=index]").click()
     page.wait_for_selector("input[name=apply]")
-    page.screenshot(path=str(ARTIFACTS / "community-3-approve-reason.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "community-4-approve-reason.png"), full_page=True)
     page.locator("input[name=apply]").click()
     page.wait_for_url(re.compile(r"/admin/attestations/attestation/"))
     assert Attestation.objects.get().state == "approved"
@@ -100,6 +102,6 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     assert "Replications and notes (1)" in text
     assert "+2.1 % vs published" in text
     assert "dana" in text and "pending" not in text
-    public.screenshot(path=str(ARTIFACTS / "community-4-public.png"), full_page=True)
+    public.screenshot(path=str(ARTIFACTS / "community-5-public.png"), full_page=True)
     assert csp_errors == []
     context.close()

@@ -102,3 +102,17 @@ def test_withdrawn_item_no_longer_listed(client, run, pending, owner):
     client.force_login(owner)
     client.post(f"/attestations/{pending.pk}/withdraw/")
     assert not Attestation.objects.visible_to(owner).filter(pk=pending.pk).exists()
+
+
+@pytest.mark.parametrize("who, status", [("owner", 200), ("other", 404), ("anonymous", 404)])
+def test_rejected_item_shows_its_reason_to_the_author_only(
+    client, request, run, owner, who, status
+):
+    item = AttestationFactory(
+        run=run, author=owner, state="rejected", moderation_reason="No harness given."
+    )
+    _login(client, who, request)
+    response = client.get(f"/attestations/{item.pk}/")
+    assert response.status_code == status
+    if status == 200:
+        assert "No harness given." in response.content.decode()

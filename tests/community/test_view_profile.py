@@ -12,7 +12,13 @@ from tests.factories_community import AttestationFactory
 def test_profile_shows_only_approved(client, request, run, owner, who):
     AttestationFactory(run=run, author=owner, state="approved", body="visible")
     for state in ("pending", "rejected", "hidden", "withdrawn"):
-        AttestationFactory(run=run, author=owner, state=state, body=f"secret-{state}")
+        AttestationFactory(
+            run=run,
+            author=owner,
+            state=state,
+            body=f"secret-{state}",
+            moderation_reason="off-topic" if state in ("rejected", "hidden") else "",
+        )
     if who != "anonymous":
         client.force_login(request.getfixturevalue(who))
     response = client.get(f"/users/{owner.username}/")
@@ -22,6 +28,10 @@ def test_profile_shows_only_approved(client, request, run, owner, who):
     assert f"/runs/{run.public_id}/" in page
     assert "+2.0 % vs published" in page
     assert "secret-" not in page
+    # Only alice herself sees her unpublished items, with the moderators' reasons.
+    own = response.context["own_unpublished"]
+    assert len(own) == (4 if who == "owner" else 0)
+    assert ("Your items not shown publicly" in page) == (who == "owner")
 
 
 def test_unknown_or_inactive_user_is_404(client, owner):

@@ -218,6 +218,7 @@ class AttestationWithdraw(AttestationDetail):
     @extend_schema(request=None, responses=AttestationSerializer)
     def post(self, request, pk: int):
         item = self._own(request, pk)
+        _throttle(request, "attestation")
         item = _service_call(services.attestation_withdraw, attestation=item, user=request.user)
         return Response(AttestationSerializer(item).data)
 

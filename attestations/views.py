@@ -103,6 +103,7 @@ def attestation_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@ratelimited("attestation")
 def attestation_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
     item = _own_attestation(request, pk)
     try:
@@ -181,6 +182,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@ratelimited("token")
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     token = get_object_or_404(ApiToken, pk=pk, user=request.user)
     services.token_revoke(token=token, user=request.user)

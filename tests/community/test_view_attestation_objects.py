@@ -116,3 +116,16 @@ def test_rejected_item_shows_its_reason_to_the_author_only(
     assert response.status_code == status
     if status == 200:
         assert "No harness given." in response.content.decode()
+
+
+def test_withdraw_is_rate_limited(client, run, owner, settings):
+    settings.COMMUNITY_RATE_LIMITS = {**settings.COMMUNITY_RATE_LIMITS, "attestation": (1, 3600)}
+    first, second = (
+        AttestationFactory(run=run, author=owner),
+        AttestationFactory(run=run, author=owner),
+    )
+    client.force_login(owner)
+    assert client.post(f"/attestations/{first.pk}/withdraw/").status_code == 302
+    assert client.post(f"/attestations/{second.pk}/withdraw/").status_code == 429
+    second.refresh_from_db()
+    assert second.state == "pending"

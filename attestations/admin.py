@@ -97,6 +97,41 @@ def _moderation_step(modeladmin, request, queryset, *, state: str, verb: str):
     )
 
 
+def _ban_step(modeladmin, request, queryset, users: set):
+    """Stop `users` from posting, after an intermediate page that asks for the reason."""
+    changelist = reverse(
+        f"admin:{modeladmin.model._meta.app_label}_{modeladmin.model._meta.model_name}_changelist"
+    )
+    if "apply" in request.POST:
+        form = BanForm(request.POST)
+        if form.is_valid():
+            for user in users:
+                services.poster_ban(
+                    user=user, moderator=request.user, reason=form.cleaned_data["reason"]
+                )
+            modeladmin.message_user(
+                request, f"{len(users)} user(s) may no longer post.", messages.SUCCESS
+            )
+            return None
+    else:
+        form = BanForm()
+    return TemplateResponse(
+        request,
+        "admin/attestations/ban.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Stop these users from posting",
+            "authors": sorted(users, key=lambda u: u.username),
+            "items": queryset,
+            "form": form,
+            "action": request.POST.get("action"),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "opts": modeladmin.model._meta,
+            "changelist": changelist,
+        },
+    )
+
+
 @admin.register(Attestation)
 class AttestationAdmin(admin.ModelAdmin):
     list_display = [
@@ -152,34 +187,7 @@ class AttestationAdmin(admin.ModelAdmin):
         description="Stop the authors of selected items from posting", permissions=["change"]
     )
     def ban_authors(self, request, queryset):
-        authors = {item.author for item in queryset.select_related("author")}
-        if "apply" in request.POST:
-            form = BanForm(request.POST)
-            if form.is_valid():
-                for author in authors:
-                    services.poster_ban(
-                        user=author, moderator=request.user, reason=form.cleaned_data["reason"]
-                    )
-                self.message_user(
-                    request, f"{len(authors)} author(s) may no longer post.", messages.SUCCESS
-                )
-                return None
-        else:
-            form = BanForm()
-        return TemplateResponse(
-            request,
-            "admin/attestations/ban.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": "Stop these users from posting",
-                "authors": sorted(authors, key=lambda u: u.username),
-                "items": queryset,
-                "form": form,
-                "action": request.POST.get("action"),
-                "action_checkbox_name": ACTION_CHECKBOX_NAME,
-                "opts": self.model._meta,
-            },
-        )
+        return _ban_step(self, request, queryset, {item.author for item in queryset})
 
 
 class ReportAdminForm(forms.ModelForm):
@@ -214,7 +222,7 @@ class ReportAdmin(admin.ModelAdmin):
     readonly_fields = [
         "run_link", "reporter", "category", "text", "created_at", "answered_by", "answered_at",
     ]  # fmt: skip
-    actions = ["mark_triaged"]
+    actions = ["mark_triaged", "ban_reporters"]
 
     @admin.display(description="run")
     def run_link(self, obj: Report) -> str:
@@ -238,6 +246,12 @@ class ReportAdmin(admin.ModelAdmin):
             )
         except (ValidationError, services.CommunityError) as exc:
             self.message_user(request, " ".join(_messages_of(exc)), messages.ERROR)
+
+    @admin.action(
+        description="Stop the reporters of selected reports from posting", permissions=["change"]
+    )
+    def ban_reporters(self, request, queryset):
+        return _ban_step(self, request, queryset, {report.reporter for report in queryset})
 
     @admin.action(description="Mark selected reports triaged", permissions=["change"])
     def mark_triaged(self, request, queryset):

@@ -196,3 +196,16 @@ def test_staff_without_totp_is_sent_to_mfa_setup(client, db):
     response = client.get("/admin/attestations/attestation/")
     assert response.status_code == 302
     assert response["Location"] == "/accounts/2fa/totp/activate/"
+
+
+def test_ban_reporters_from_report_list(admin_client, run, owner):
+    report = ReportFactory(run=run, reporter=owner)
+    data = {"action": "ban_reporters", ACTION_CHECKBOX_NAME: [report.pk]}
+    page = admin_client.post("/admin/attestations/report/", data)
+    assert page.status_code == 200 and "alice" in page.content.decode()
+    assert not PosterBan.objects.exists()
+    done = admin_client.post(
+        "/admin/attestations/report/", {**data, "apply": "1", "reason": "abuse"}
+    )
+    assert done.status_code == 302
+    assert PosterBan.objects.active().get().user == owner

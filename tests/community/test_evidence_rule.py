@@ -84,6 +84,23 @@ def test_admin_bulk_actions(admin_client, run, owner, action):
     assert _evidence(run) == Evidence.REPORTED
 
 
+@pytest.mark.parametrize("action", ["mark_triaged", "ban_reporters"])
+def test_admin_report_actions(admin_client, run, owner, action):
+    report = ReportFactory(run=run, reporter=owner)
+    response = admin_client.post(
+        "/admin/attestations/report/",
+        {
+            "action": action,
+            ACTION_CHECKBOX_NAME: [report.pk],
+            "apply": "1",
+            "reason": "because",
+            "evidence": Evidence.INCORRECT,
+        },
+    )
+    assert response.status_code == 302
+    assert _evidence(run) == Evidence.REPORTED
+
+
 def test_admin_report_answer(admin_client, run, owner):
     report = ReportFactory(run=run, reporter=owner)
     url = f"/admin/attestations/report/{report.pk}/change/"

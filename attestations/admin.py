@@ -337,5 +337,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request, queryset):
         for token in queryset.filter(revoked_at=None).select_related("user"):
-            services.token_revoke(token=token, user=token.user)
+            services.token_revoke(token=token, user=request.user)
         self.message_user(request, "Revoked.", messages.SUCCESS)

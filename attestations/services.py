@@ -381,7 +381,9 @@ def token_create(*, user, name: str) -> tuple[ApiToken, str]:
 
 
 def token_revoke(*, token: ApiToken, user) -> ApiToken:
-    if token.user_id != getattr(user, "pk", None):
+    """The owner revokes their token; maintainers may revoke any (a leaked token)."""
+    is_owner = token.user_id == getattr(user, "pk", None)
+    if not (is_owner or (user.is_active and user.is_staff)):
         raise NotAllowed("Only the token's owner may revoke it.")
     if token.revoked_at is None:
         token.revoked_at = timezone.now()

@@ -75,3 +75,22 @@ def test_rate_limit(client, owner, settings):
     codes = [client.post("/me/tokens/", {"name": f"t{i}"}).status_code for i in range(3)]
     assert codes == [200, 200, 429]
     assert ApiToken.objects.count() == 2
+
+
+def test_only_owner_or_staff_revoke(owner, other, staff):
+    token, raw = services.token_create(user=owner, name="t")
+    with pytest.raises(services.NotAllowed):
+        services.token_revoke(token=token, user=other)
+    assert services.token_authenticate(raw) == owner
+    services.token_revoke(token=token, user=staff)
+    assert services.token_authenticate(raw) is None
+
+
+def test_staff_revoke_in_admin(client, owner, staff):
+    token, raw = services.token_create(user=owner, name="leaked")
+    client.force_login(staff)
+    response = client.post(
+        "/admin/attestations/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}
+    )
+    assert response.status_code == 302
+    assert services.token_authenticate(raw) is None

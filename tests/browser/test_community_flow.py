@@ -26,6 +26,7 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     run = RunFactory(median=385_536, p20=384_685, p80=386_240)
     make_staff("maintainer")
     base = live_server.url
+    ARTIFACTS.mkdir(exist_ok=True)
 
     context = chromium_browser.new_context()
     page = context.new_page()

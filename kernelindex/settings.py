@@ -205,6 +205,9 @@ ACCOUNT_UNIQUE_EMAIL = True
 # Answers never reveal whether an address has an account (sign-up and password reset).
 ACCOUNT_PREVENT_ENUMERATION = True
 ACCOUNT_LOGOUT_ON_GET = False
+# Land on an uncached page: the "signed out" message must not end up in a page cached for
+# every anonymous reader.
+ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[KernelIndex] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "http" if DEBUG else "https"
 # allauth counts attempts in the default cache, so with REDIS_URL every web process shares them.

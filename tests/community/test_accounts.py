@@ -102,7 +102,9 @@ def test_logout_needs_post(client, owner):
     client.force_login(owner)
     assert client.get("/accounts/logout/").status_code == 200
     assert "_auth_user_id" in client.session
-    assert client.post("/accounts/logout/").status_code == 302
+    response = client.post("/accounts/logout/")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/"
     assert "_auth_user_id" not in client.session
 
 

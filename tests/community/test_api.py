@@ -220,3 +220,14 @@ def test_listed_in_openapi_schema():
     assert "post" in paths["/api/v1/attestations/{id}/withdraw/"]
     assert {"post", "get"} <= set(paths["/api/v1/reports/"])
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+@pytest.mark.parametrize("count", [1, 10])
+def test_list_query_count_is_constant(api, owner, django_assert_max_num_queries, count):
+    from tests.factories import RunFactory
+
+    for _ in range(count):
+        AttestationFactory(run=RunFactory(), author=owner, state="approved")
+    with django_assert_max_num_queries(2):
+        response = api.get("/api/v1/attestations/")
+    assert len(response.json()["results"]) == count

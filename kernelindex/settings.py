@@ -53,6 +53,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "runs",
     "reruns",
+    # --- community (accounts, attestations) ---
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "attestations",
+    # --- end community ---
 ]
 
 MIDDLEWARE = [
@@ -66,6 +72,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # --- community ---
+    "allauth.account.middleware.AccountMiddleware",
+    "kernelindex.middleware.StaffMfaRequiredMiddleware",
+    "kernelindex.middleware.ContentSecurityPolicyMiddleware",
+    # --- end community ---
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -156,6 +167,13 @@ EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "1")
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "KernelIndex <noreply@localhost>")
 
 REST_FRAMEWORK = {
+    # --- community: session for the browser, hashed bearer tokens for scripts ---
+    # Token first, so an unauthenticated call is answered 401 with WWW-Authenticate: Bearer.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "attestations.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    # --- end community ---
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
@@ -173,6 +191,49 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = REDIS_URL or None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+
+# --- community: accounts (django-allauth), MFA, rate limits, CSP ---
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "/"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+ACCOUNT_UNIQUE_EMAIL = True
+# Answers never reveal whether an address has an account (sign-up and password reset).
+ACCOUNT_PREVENT_ENUMERATION = True
+ACCOUNT_LOGOUT_ON_GET = False
+# Land on an uncached page: the "signed out" message must not end up in a page cached for
+# every anonymous reader.
+ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[KernelIndex] "
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = "http" if DEBUG else "https"
+# allauth counts attempts in the default cache, so with REDIS_URL every web process shares them.
+ACCOUNT_RATE_LIMITS = {
+    "login": "30/m/ip",
+    "login_failed": "10/m/ip,5/5m/key",
+    "reset_password": "20/m/ip,5/m/key",
+    "signup": "20/m/ip",
+}
+# Proxies in front of the app that append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
+ALLAUTH_TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", "0")
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = "KernelIndex"
+# Writes by contributors: (count, seconds) per user and per client IP, for each kind of write.
+COMMUNITY_RATE_LIMITS = {
+    "attestation": (10, 3600),
+    "report": (10, 3600),
+    "token": (5, 3600),
+}
+COMMUNITY_MAX_BODY_CHARS = 20_000
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'"
+)
+# --- end community ---
 
 LOGGING = {
     "version": 1,

@@ -1,3 +1,6 @@
+"""Runs in the admin: for looking up, not for editing. Runs come from ingests and reruns, and
+the evidence level moves only through controlled reruns, so every field here is read-only."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -7,23 +10,23 @@ from runs.models import EvidenceEvent, Run
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    """Minimal: runs come from ingestion and controlled reruns, never from the admin. The
-    evidence level is read-only here; only runs.evidence.evidence_apply changes it."""
-
-    list_display = ["public_id", "revision", "title", "evidence", "is_current"]
-    list_filter = ["evidence", "source", "timed_pass", "metric"]
+    list_display = ["public_id", "benchmark", "implementation", "timed_pass", "evidence", "rank"]
+    list_filter = ["evidence", "timed_pass", "metric", "benchmark"]
     search_fields = ["public_id", "external_id"]
-    readonly_fields = ["evidence", "digest", "spec", "rank"]
-    raw_id_fields = [
-        "source",
-        "publication",
-        "benchmark",
-        "implementation",
-        "workload",
-        "protocol",
-        "environment",
-        "group",
-    ]
+    list_select_related = ["benchmark", "implementation"]
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(is_current=True)
+
+    def get_readonly_fields(self, request, obj=None):
+        return [field.name for field in Run._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(EvidenceEvent)

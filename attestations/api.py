@@ -1,0 +1,250 @@
+"""REST endpoints for community writes. They validate shape with serializers and call the
+same services as the pages; rules live in the services only."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, permissions, serializers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from attestations import ratelimit, services
+from attestations.models import Attestation, Kind, Report, ReportCategory
+from attestations.units import ALL_UNITS, to_stored
+from runs.models import Gpu, Run
+
+
+class NewestFirst(CursorPagination):
+    ordering = ("-created_at", "-pk")
+    page_size = 50
+
+
+def _service_call(fn, **kwargs):
+    """Map the services' refusals onto HTTP answers."""
+    try:
+        return fn(**kwargs)
+    except DjangoValidationError as exc:
+        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        raise exceptions.ValidationError(detail) from None
+    except services.WrongState as exc:
+        raise Conflict(str(exc)) from None
+    except services.NotAllowed as exc:
+        raise exceptions.PermissionDenied(str(exc)) from None
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The item's state does not allow this."
+
+
+def _throttle(request, kind: str) -> None:
+    if not ratelimit.consume(request, kind):
+        raise exceptions.Throttled(detail=ratelimit.message(kind))
+
+
+class AttestationSerializer(serializers.ModelSerializer):
+    run = serializers.CharField(source="run.public_id", read_only=True)
+    author = serializers.CharField(source="author.username", read_only=True)
+    gpu = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    delta_percent = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="Measured median vs the published one, in %"
+    )
+
+    class Meta:
+        model = Attestation
+        fields = [
+            "id", "run", "kind", "state", "author", "median", "p20", "p80", "unit",
+            "delta_percent", "gpu", "driver_version", "cuda_version", "torch_version",
+            "other_versions", "harness", "commit_url", "body", "moderation_reason",
+            "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class _MeasuredInput(serializers.Serializer):
+    median = serializers.DecimalField(
+        max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
+    )
+    p20 = serializers.DecimalField(
+        max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
+    )
+    p80 = serializers.DecimalField(
+        max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
+    )
+    input_unit = serializers.ChoiceField(
+        choices=ALL_UNITS, required=False, help_text="Unit of median/p20/p80 as sent"
+    )
+    gpu = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Gpu.objects.all(), required=False, allow_null=True
+    )
+    driver_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    cuda_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    torch_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    other_versions = serializers.CharField(max_length=300, required=False, allow_blank=True)
+    harness = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    commit_url = serializers.URLField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+    )
+    body = serializers.CharField(max_length=20_000, required=False, allow_blank=True)
+
+
+class AttestationCreateSerializer(_MeasuredInput):
+    run = serializers.SlugRelatedField(slug_field="public_id", queryset=Run.objects.public())
+    kind = serializers.ChoiceField(choices=Kind.choices)
+
+
+class AttestationUpdateSerializer(_MeasuredInput):
+    pass
+
+
+class ReportSerializer(serializers.ModelSerializer):
+    run = serializers.SlugRelatedField(slug_field="public_id", queryset=Run.objects.public())
+    category = serializers.ChoiceField(choices=ReportCategory.choices)
+    text = serializers.CharField(max_length=20_000)
+
+    class Meta:
+        model = Report
+        fields = ["id", "run", "category", "text", "state", "answer", "created_at", "updated_at"]
+        read_only_fields = ["id", "state", "answer", "created_at", "updated_at"]
+
+
+_DETAIL_FIELDS = (
+    "gpu", "driver_version", "cuda_version", "torch_version", "other_versions", "harness",
+    "commit_url", "body",
+)  # fmt: skip
+
+
+def _measurement(data: dict, run: Run, *, partial: bool) -> services.Measurement | None:
+    """The measurement in the run's unit; None on a partial update that sends no values."""
+    sent = [name for name in ("median", "p20", "p80") if name in data]
+    if partial and not sent:
+        return None
+    if not any(data.get(name) is not None for name in ("median", "p20", "p80")):
+        return services.Measurement()
+    unit = data.get("input_unit") or run.unit
+    try:
+        values = {
+            name: to_stored(data.get(name), unit, run.unit) for name in ("median", "p20", "p80")
+        }
+    except ValueError as exc:
+        raise exceptions.ValidationError({"input_unit": [str(exc)]}) from None
+    return services.Measurement(**values, unit=run.unit)
+
+
+class AttestationList(generics.ListAPIView):
+    """Approved attestations, plus your own pending ones; filter with ?run=<public id>."""
+
+    serializer_class = AttestationSerializer
+    pagination_class = NewestFirst
+    permission_classes = [permissions.AllowAny]
+    filter_backends: list = []
+
+    def get_queryset(self):
+        qs = Attestation.objects.visible_to(self.request.user).with_related()
+        run = self.request.query_params.get("run")
+        if run:
+            qs = qs.filter(run__public_id=run)
+        return qs
+
+    @extend_schema(
+        parameters=[OpenApiParameter("run", str, description="A run's public id")],
+        responses=AttestationSerializer(many=True),
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(request=AttestationCreateSerializer, responses={201: AttestationSerializer})
+    def post(self, request):
+        if not request.user.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        _throttle(request, "attestation")
+        incoming = AttestationCreateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        run = data["run"]
+        item = _service_call(
+            services.attestation_create,
+            run=run,
+            author=request.user,
+            kind=data["kind"],
+            measurement=_measurement(data, run, partial=False),
+            **{name: data[name] for name in _DETAIL_FIELDS if data.get(name) is not None},
+        )
+        return Response(AttestationSerializer(item).data, status=status.HTTP_201_CREATED)
+
+
+class AttestationDetail(APIView):
+    permission_classes = [permissions.AllowAny]
+
+    def _visible(self, request, pk: int) -> Attestation:
+        return get_object_or_404(
+            Attestation.objects.readable_by(request.user).with_related(), pk=pk
+        )
+
+    def _own(self, request, pk: int) -> Attestation:
+        if not request.user.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        return get_object_or_404(Attestation.objects.with_related(), pk=pk, author=request.user)
+
+    @extend_schema(responses=AttestationSerializer)
+    def get(self, request, pk: int):
+        return Response(AttestationSerializer(self._visible(request, pk)).data)
+
+    @extend_schema(request=AttestationUpdateSerializer, responses=AttestationSerializer)
+    def patch(self, request, pk: int):
+        item = self._own(request, pk)
+        _throttle(request, "attestation")
+        incoming = AttestationUpdateSerializer(data=request.data, partial=True)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        item = _service_call(
+            services.attestation_update,
+            attestation=item,
+            editor=request.user,
+            measurement=_measurement(data, item.run, partial=True),
+            **{name: data[name] for name in _DETAIL_FIELDS if name in data},
+        )
+        return Response(AttestationSerializer(item).data)
+
+
+class AttestationWithdraw(AttestationDetail):
+    @extend_schema(request=None, responses=AttestationSerializer)
+    def post(self, request, pk: int):
+        item = self._own(request, pk)
+        _throttle(request, "attestation")
+        item = _service_call(services.attestation_withdraw, attestation=item, user=request.user)
+        return Response(AttestationSerializer(item).data)
+
+
+class ReportList(generics.ListAPIView):
+    """Your own reports and their answers; POST raises a new one."""
+
+    serializer_class = ReportSerializer
+    pagination_class = NewestFirst
+    permission_classes = [permissions.IsAuthenticated]
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return Report.objects.by(self.request.user).select_related("run")
+
+    @extend_schema(request=ReportSerializer, responses={201: ReportSerializer})
+    def post(self, request):
+        _throttle(request, "report")
+        incoming = ReportSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        report = _service_call(
+            services.report_create,
+            run=data["run"],
+            reporter=request.user,
+            category=data["category"],
+            text=data["text"],
+        )
+        return Response(ReportSerializer(report).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,43 @@
+"""Bearer tokens for the API. Its own module: DRF imports authentication classes while it loads
+its settings, before the API views (and their imports) can be."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+
+from attestations import services
+
+
+class TokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer ki_…` with a token from /me/tokens/."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Expected 'Authorization: Bearer <token>'.")
+        user = services.token_authenticate(header[1].decode("ascii", errors="replace"))
+        if user is None:
+            raise exceptions.AuthenticationFailed("Unknown or revoked token.")
+        return (user, None)
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Describes the bearer token in the OpenAPI schema."""
+
+    target_class = "attestations.authentication.TokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A token created at /me/tokens/ (starts with ki_).",
+        }

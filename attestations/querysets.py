@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class AttestationQuerySet(models.QuerySet):
+    def approved(self) -> AttestationQuerySet:
+        return self.filter(state="approved")
+
+    def pending(self) -> AttestationQuerySet:
+        return self.filter(state="pending")
+
+    def visible_to(self, user) -> AttestationQuerySet:
+        """Approved items, plus the user's own pending ones (shown to them marked pending)."""
+        if user is not None and user.is_authenticated:
+            return self.filter(Q(state="approved") | Q(state="pending", author=user))
+        return self.approved()
+
+    def readable_by(self, user) -> AttestationQuerySet:
+        """What a user may open: approved items, and their own in any state (with the
+        moderator's reason when refused)."""
+        if user is not None and user.is_authenticated:
+            return self.filter(Q(state="approved") | Q(author=user))
+        return self.approved()
+
+    def for_run(self, run) -> AttestationQuerySet:
+        # By public id, so items stay with the run when an upstream change adds a revision.
+        return self.filter(run__public_id=run.public_id)
+
+    def by(self, user) -> AttestationQuerySet:
+        return self.filter(author=user)
+
+    def with_related(self) -> AttestationQuerySet:
+        return self.select_related("author", "gpu", "run__benchmark", "run__implementation")
+
+
+class ReportQuerySet(models.QuerySet):
+    def open(self) -> ReportQuerySet:
+        return self.filter(state="open")
+
+    def by(self, user) -> ReportQuerySet:
+        return self.filter(reporter=user)
+
+    def for_run(self, run) -> ReportQuerySet:
+        return self.filter(run__public_id=run.public_id)
+
+    def answered_publicly(self) -> ReportQuerySet:
+        """Resolved reports with an answer: the run page shows these."""
+        return self.filter(state="resolved").exclude(answer="")
+
+
+class PosterBanQuerySet(models.QuerySet):
+    def active(self) -> PosterBanQuerySet:
+        return self.filter(lifted_at=None)
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at=None)

@@ -1,0 +1,67 @@
+"""Per-user and per-IP limits on community writes, counted in the default cache.
+
+With REDIS_URL set the cache is Redis, so every web process shares the counters. Fixed
+windows: simple, and the worst case (twice the limit across a window edge) is acceptable here.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from allauth.account.adapter import get_adapter
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpRequest
+from django.shortcuts import render
+
+
+def client_ip(request: HttpRequest) -> str:
+    # allauth's view of the client address (honours ALLAUTH_TRUSTED_PROXY_COUNT), so login
+    # throttling and these limits agree on who the client is.
+    return get_adapter(request).get_client_ip(request) or "unknown"
+
+
+def _bump(key: str, window: int) -> int:
+    if cache.add(key, 1, window):
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, window)
+        return 1
+
+
+def consume(request: HttpRequest, kind: str) -> bool:
+    """Count one write of `kind`; False when the user or the IP is over its limit."""
+    limit, window = settings.COMMUNITY_RATE_LIMITS[kind]
+    keys = [f"community-rl:{kind}:ip:{client_ip(request)}"]
+    if request.user.is_authenticated:
+        keys.append(f"community-rl:{kind}:user:{request.user.pk}")
+    counts = [_bump(key, window) for key in keys]
+    return max(counts) <= limit
+
+
+def message(kind: str) -> str:
+    limit, window = settings.COMMUNITY_RATE_LIMITS[kind]
+    minutes = max(1, window // 60)
+    return (
+        f"Too many requests: at most {limit} of these per {minutes} minutes from one account "
+        "or address. Please wait and try again."
+    )
+
+
+def ratelimited(kind: str):
+    """Limit POSTs to a view; over the limit it answers 429 with a page that says why."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs):
+            if request.method == "POST" and not consume(request, kind):
+                return render(
+                    request, "attestations/429.html", {"message": message(kind)}, status=429
+                )
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator

@@ -1,0 +1,67 @@
+"""Factories and helpers for the community app (attestations, reports, accounts)."""
+
+from __future__ import annotations
+
+import time
+
+import factory
+from allauth.account.models import EmailAddress
+from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, hotp_value
+from django.contrib.auth import get_user_model
+
+from attestations.models import Attestation, Report
+from tests.factories import RunFactory
+
+TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+
+
+def verify_email(user, email: str | None = None) -> EmailAddress:
+    address, _ = EmailAddress.objects.update_or_create(
+        user=user,
+        email=email or user.email,
+        defaults={"verified": True, "primary": True},
+    )
+    return address
+
+
+def make_staff(username: str = "maintainer", *, totp: bool = True):
+    user = get_user_model().objects.create_user(
+        username, f"{username}@example.org", f"{username}-password-1"
+    )
+    user.is_staff = True
+    user.is_superuser = True
+    user.save()
+    verify_email(user)
+    if totp:
+        TOTP.activate(user, TOTP_SECRET)
+    return user
+
+
+def totp_code(secret: str = TOTP_SECRET, offset: int = 0) -> str:
+    """The code an authenticator app would show now (offset in 30 s steps)."""
+    return format_hotp_value(hotp_value(secret, int(time.time()) // 30 + offset))
+
+
+class AttestationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Attestation
+
+    run = factory.SubFactory(RunFactory)
+    author = None
+    kind = "reproduction"
+    state = "pending"
+    median = factory.LazyAttribute(lambda o: o.run.median + o.run.median // 50)
+    p20 = factory.LazyAttribute(lambda o: o.median - 100)
+    p80 = factory.LazyAttribute(lambda o: o.median + 100)
+    unit = "ns"
+    body = "Measured on my own box."
+
+
+class ReportFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Report
+
+    run = factory.SubFactory(RunFactory)
+    reporter = None
+    category = "wrong_data"
+    text = "The p80 looks off."

@@ -120,7 +120,10 @@ class Command(BaseCommand):
             raise CommandError(f"{key_file}: needs string fields keyId and secret")
         keys = {key_doc["keyId"]: signing.parse_key(key_doc["secret"])}
         jobs, results = {}, {}
-        for path in sorted(root.rglob("*.json")):
+        # Jobs and primary results only: a batch folder may also keep repeated runs of the
+        # same jobs (for their spread) under repeats/, which are data, not results to record.
+        candidates = [*root.glob("*.json"), *root.glob("jobs/*.json"), *root.glob("results/*.json")]
+        for path in sorted(candidates):
             if path == key_file:
                 continue
             doc = _read_json(str(path))

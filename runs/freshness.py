@@ -1,0 +1,127 @@
+"""A cheap fingerprint of the public data, for ETags, Last-Modified and the page cache.
+
+The fingerprint is the number and time of the latest ImportRecord (every ingest writes one)
+plus a counter in the cache that other writes bump through `data_changed()`: evidence changes
+by controlled reruns and moderated attestations change pages without importing anything, so
+their services call it after commit. Cached pages are keyed by the fingerprint, so a change
+makes every old entry unreachable instead of having to find and delete it.
+
+The fingerprint is remembered in the process for FINGERPRINT_TTL seconds (a second or two), so
+a burst of requests costs one query; a change shows up at most that long after it commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import datetime
+from functools import wraps
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Max
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.http import http_date
+
+from runs.models import ImportRecord
+
+VERSION_KEY = "runs:data-version"
+_memo: dict = {"at": -1e9, "value": None}
+
+
+def data_changed() -> None:
+    """Call after a write that changes public pages without an import (evidence, moderation)."""
+    try:
+        cache.incr(VERSION_KEY)
+    except ValueError:
+        cache.set(VERSION_KEY, 1, timeout=None)
+    _memo["at"] = -1e9
+
+
+def data_fingerprint() -> tuple[str, datetime | None]:
+    """(fingerprint, time of the latest change known) of everything the public pages show."""
+    ttl = getattr(settings, "FINGERPRINT_TTL", 2.0)
+    now = time.monotonic()
+    if _memo["value"] is not None and now - _memo["at"] < ttl:
+        return _memo["value"]
+    agg = ImportRecord.objects.aggregate(last=Max("imported_at"), n=Count("id"))
+    version = cache.get(VERSION_KEY, 0)
+    last = agg["last"]
+    value = (f"{agg['n']}.{last.timestamp() if last else 0:.6f}.{version}", last)
+    _memo.update(at=now, value=value)
+    return value
+
+
+def reset() -> None:
+    """Forget the remembered fingerprint (tests change data between requests)."""
+    _memo.update(at=-1e9, value=None)
+
+
+def public_page(view):
+    """ETag, Last-Modified and Cache-Control for a read-only page, and a page cache for anonymous
+    GETs keyed by the data fingerprint.
+
+    Logged-in readers are never served from or stored into the shared cache: their pages may
+    carry their own drafts or forms. The access date in citations is part of the key, so a page
+    never shows yesterday's date.
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            return view(request, *args, **kwargs)
+        fingerprint, last = data_fingerprint()
+        anonymous = not request.user.is_authenticated
+        raw = "|".join(
+            [
+                request.get_full_path(),
+                fingerprint,
+                timezone.now().date().isoformat(),
+                "anon" if anonymous else f"user:{request.user.pk}",
+            ]
+        )
+        etag = '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
+        last_ts = int(last.timestamp()) if last else None
+        not_modified = get_conditional_response(request, etag=etag, last_modified=last_ts)
+        if not_modified is not None:
+            _headers(not_modified, anonymous)
+            return not_modified
+        seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
+        key = f"page:{etag.strip(chr(34))}"
+        use_cache = anonymous and seconds > 0
+        if use_cache:
+            hit = cache.get(key)
+            if hit is not None:
+                content_type, body = hit
+                response = HttpResponse(body, content_type=content_type)
+                response["X-Page-Cache"] = "hit"
+                return _finish(response, etag, last, anonymous)
+        response = view(request, *args, **kwargs)
+        if response.status_code != 200 or getattr(response, "streaming", False):
+            return response
+        if hasattr(response, "render") and not response.is_rendered:
+            response.render()  # DRF and TemplateResponse render lazily
+        if use_cache:
+            cache.set(key, (response["Content-Type"], response.content), seconds)
+            response["X-Page-Cache"] = "miss"
+        return _finish(response, etag, last, anonymous)
+
+    return wrapper
+
+
+def _headers(response: HttpResponse, anonymous: bool) -> None:
+    if anonymous:
+        patch_cache_control(response, public=True, max_age=60)
+    else:
+        patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ["Cookie"])
+
+
+def _finish(response: HttpResponse, etag: str, last, anonymous: bool) -> HttpResponse:
+    response["ETag"] = etag
+    if last:
+        response["Last-Modified"] = http_date(last.timestamp())
+    _headers(response, anonymous)
+    return response

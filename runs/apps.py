@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 
 
 class RunsConfig(AppConfig):
@@ -7,12 +7,10 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
-        from runs.freshness import data_changed
-        from runs.models import ImportRecord
+        from runs import freshness  # models are loaded only once the registry is ready
 
-        # A finished import changes what public pages show: a new fingerprint retires every
-        # cached page and ETag at once. (A cache bump, not work: nothing is enqueued here.)
-        post_save.connect(
-            lambda **kwargs: data_changed(), sender=ImportRecord, weak=False,
-            dispatch_uid="runs.import_changes_fingerprint",
-        )
+        # A saved import, evidence change or moderated attestation changes what public pages
+        # show: a new data fingerprint retires every cached page and ETag at once. This is a
+        # cache bump, not work: nothing is enqueued here.
+        post_save.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_saved")
+        post_delete.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_deleted")

@@ -19,6 +19,7 @@ from functools import wraps
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -32,12 +33,32 @@ _memo: dict = {"at": -1e9, "value": None}
 
 
 def data_changed() -> None:
-    """Call after a write that changes public pages without an import (evidence, moderation)."""
+    """Call after a write that changes public pages (saves of the apps' models do it for you).
+
+    Bumped now and again after commit: a request that read the old rows while the write was
+    still uncommitted may have cached them under the first bump; the second retires that entry.
+    """
+    _bump()
+    transaction.on_commit(_bump)
+
+
+def _bump() -> None:
     try:
         cache.incr(VERSION_KEY)
     except ValueError:
         cache.set(VERSION_KEY, 1, timeout=None)
     _memo["at"] = -1e9
+
+
+# Apps whose rows appear on public pages. Runs may not import the others (imports run one way),
+# so they are named here. Bulk writes (bulk_create, update()) send no signal: ingest is covered
+# by the ImportRecord it saves, and any other bulk writer calls data_changed() itself.
+PUBLIC_DATA_APPS = frozenset({"runs", "attestations", "reruns"})
+
+
+def on_saved(sender, **kwargs) -> None:
+    if sender._meta.app_label in PUBLIC_DATA_APPS:
+        data_changed()
 
 
 def data_fingerprint() -> tuple[str, datetime | None]:
@@ -55,7 +76,9 @@ def data_fingerprint() -> tuple[str, datetime | None]:
 
 
 def reset() -> None:
-    """Forget the remembered fingerprint (tests change data between requests)."""
+    """Start on a new fingerprint with nothing remembered: tests whose database rolled back
+    while the cache kept its pages."""
+    _bump()
     _memo.update(at=-1e9, value=None)
 
 

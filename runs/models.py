@@ -313,6 +313,7 @@ class Run(models.Model):
             models.Index(fields=["timed_pass"], name="run_timed_pass"),
             models.Index(fields=["metric"], name="run_metric"),
             models.Index(fields=["source", "-revision"], name="run_source_revision"),
+            models.Index(fields=["median"], name="run_median"),
         ]
 
     def __str__(self) -> str:

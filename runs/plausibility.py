@@ -65,4 +65,3 @@ def floor_for(run) -> tuple[Floor | None, str]:
     total = sum(read) + sum(written)
     floor_ns = total / bandwidth  # bytes / (GB/s) = ns
     return Floor(sum(read), sum(written), bandwidth, floor_ns, run.median / floor_ns), ""
-

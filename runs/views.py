@@ -132,9 +132,7 @@ def _ordered_params(params: dict) -> list[tuple[str, object]]:
 @public_page
 def run_manifest_json(request: HttpRequest, public_id: str) -> JsonResponse:
     run = _current_run(public_id)
-    return JsonResponse(
-        run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False}
-    )
+    return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False})
 
 
 @require_safe
@@ -212,9 +210,7 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     by_publication: dict[int, list[Run]] = {p.pk: [] for p in latest.values()}
     for run in runs:
         by_publication[run.publication_id].append(run)
-    blocks = [
-        (pub, benchmark_panels(benchmark, by_publication[pub.pk])) for pub in latest.values()
-    ]
+    blocks = [(pub, benchmark_panels(benchmark, by_publication[pub.pk])) for pub in latest.values()]
     return render(
         request,
         "runs/benchmark_detail.html",

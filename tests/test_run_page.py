@@ -7,18 +7,16 @@ import re
 from html import unescape
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from runs.models import Evidence, Run
 from tests.factories import (
     BenchmarkFactory,
-    GpuFactory,
     PublicationFactory,
     RunFactory,
     SourceFactory,
     workload_for,
 )
+from tests.pages import grow, queries, text_of
 
 SECTIONS = [
     "Primary measurement",
@@ -37,11 +35,6 @@ SECTIONS = [
 ]
 
 
-def text_of(response) -> str:
-    html = response.content.decode()
-    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
-
-
 def test_example_page_carries_every_section_and_figure(client, example_run):
     response = client.get(f"/runs/{example_run.public_id}/")
     assert response.status_code == 200
@@ -49,13 +42,17 @@ def test_example_page_carries_every_section_and_figure(client, example_run):
     text = text_of(response)
     assert f"<title>Run {example_run.public_id} · KernelIndex</title>" in html
 
-    headings = [unescape(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", html)]
+    headings = [
+        unescape(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", html)
+    ]
     assert headings == SECTIONS
 
     assert "385.5µs median" in text
     assert "Rank 2 in its comparison group · source-native comparison · observed 2025-08-07" in text
     assert "Compare with #1 →" in text
-    assert "ms 20 0.3846847891807556 · ms 50 0.38553598523139954 · ms 80 0.38624000549316406" in text
+    assert (
+        "ms 20 0.3846847891807556 · ms 50 0.38553598523139954 · ms 80 0.38624000549316406" in text
+    )
     for figure in [
         "implementation Transformers",
         "project Hugging Face Transformers",
@@ -98,7 +95,9 @@ def test_example_page_carries_every_section_and_figure(client, example_run):
     assert f'href="/runs/{example_run.public_id}/report/"' in html
     assert f'href="/runs/{example_run.public_id}.json"' in html
     assert 'href="/benchmarks/llama4_rope/"' in html
-    assert f'<link rel="canonical" href="http://localhost:8000/runs/{example_run.public_id}/">' in html
+    assert (
+        f'<link rel="canonical" href="http://localhost:8000/runs/{example_run.public_id}/">' in html
+    )
     # The manifest is on the page, collapsed, and names the digests it pins.
     assert '<details class="manifest">' in html
     assert "&quot;protocolDigest&quot;: &quot;sha256:a79eaf4d" in html
@@ -107,7 +106,10 @@ def test_example_page_carries_every_section_and_figure(client, example_run):
 def test_compare_link_targets_the_leader(client, example_run):
     leader = Run.objects.public().get(group=example_run.group, rank=1)
     html = client.get(f"/runs/{example_run.public_id}/").content.decode()
-    assert f'href="/runs/{example_run.public_id}/compare/{leader.public_id}/">Compare with #1 →' in html
+    assert (
+        f'href="/runs/{example_run.public_id}/compare/{leader.public_id}/">Compare with #1 →'
+        in html
+    )
 
 
 def test_rank_one_has_no_compare_link(client, example_run):
@@ -119,7 +121,9 @@ def test_physical_floor_counts_inputs_read_and_outputs_written_once(client, exam
     text = text_of(client.get(f"/runs/{example_run.public_id}/"))
     # q [1,4096,32,256] + k [1,4096,8,256] in bf16 = 80 MiB read, the same written.
     assert "read its inputs once (80.0 MiB) and write its outputs once (80.0 MiB)" in text
-    assert "160.0 MiB at the NVIDIA H100's datasheet peak of 3350 GB/s takes at least 50.08 µs" in text
+    assert (
+        "160.0 MiB at the NVIDIA H100's datasheet peak of 3350 GB/s takes at least 50.08 µs" in text
+    )
     assert "The median is 7.7× this floor." in text
     assert "Implausible" not in text
 
@@ -226,44 +230,17 @@ def test_gzip_when_asked(client, example_run):
     assert response["Content-Encoding"] == "gzip"
 
 
-def _grow(extra: int) -> None:
-    """More runs in other groups, publications and benchmarks: the database grows around the
-    page under test."""
-    benchmarks = [BenchmarkFactory(slug="rms_norm"), BenchmarkFactory()]
-    gpu = GpuFactory()
-    for i in range(extra):
-        benchmark = benchmarks[i % 2]
-        # A new workload every three runs, so groups multiply along with runs.
-        workload = workload_for(benchmark, M=4096, hidden=256 * (i // 3 + 1), dtype="bf16")
-        RunFactory(
-            benchmark=benchmark,
-            workload=workload,
-            provider=["liger", "torch", "huggingface"][i % 3],
-            gpu=gpu,
-            rank=i % 3 + 1,
-        )
-
-
-def _queries(client, url: str) -> int:
-    from runs import freshness
-
-    freshness.reset()
-    with CaptureQueriesContext(connection) as ctx:
-        assert client.get(url).status_code == 200
-    return len(ctx)
-
-
 @pytest.mark.django_db
-def test_run_page_query_count_does_not_grow(client, settings, django_assert_max_num_queries):
+def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_num_queries):
     settings.PAGE_CACHE_SECONDS = 0
     leader = RunFactory(provider="liger", rank=1, median=100_000)
     run = RunFactory(provider="huggingface", rank=2, median=200_000)
     assert leader.group_id == run.group_id
     RunFactory.create_batch(18)
-    small = _queries(client, f"/runs/{run.public_id}/")
-    _grow(400)
+    small = queries(client, f"/runs/{run.public_id}/")
+    grow(400)
     assert Run.objects.count() >= 420
-    large = _queries(client, f"/runs/{run.public_id}/")
+    large = queries(client, f"/runs/{run.public_id}/")
     assert small == large
     with django_assert_max_num_queries(6):
         client.get(f"/runs/{run.public_id}/")

@@ -10,8 +10,17 @@ from runs.models import Benchmark, ComparisonGroup, Environment, Gpu, Run, Sourc
 class GpuSerializer(serializers.ModelSerializer):
     class Meta:
         model = Gpu
-        fields = ["slug", "upstream_name", "vendor", "product", "form_factor", "architecture",
-                  "memory_gib", "peak_bandwidth_gbs", "peak_bf16_tflops"]
+        fields = [
+            "slug",
+            "upstream_name",
+            "vendor",
+            "product",
+            "form_factor",
+            "architecture",
+            "memory_gib",
+            "peak_bandwidth_gbs",
+            "peak_bf16_tflops",
+        ]
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -28,10 +37,33 @@ class RunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = ["public_id", "revision", "url", "benchmark", "implementation", "provider",
-                  "workload", "parameters", "gpu", "timed_pass", "metric", "unit", "median",
-                  "p20", "p80", "rank", "evidence", "source", "publication", "external_id",
-                  "observed_at", "digest", "comparison_key", "sweep_name", "sweep_value"]
+        fields = [
+            "public_id",
+            "revision",
+            "url",
+            "benchmark",
+            "implementation",
+            "provider",
+            "workload",
+            "parameters",
+            "gpu",
+            "timed_pass",
+            "metric",
+            "unit",
+            "median",
+            "p20",
+            "p80",
+            "rank",
+            "evidence",
+            "source",
+            "publication",
+            "external_id",
+            "observed_at",
+            "digest",
+            "comparison_key",
+            "sweep_name",
+            "sweep_value",
+        ]
 
 
 class RunDetailSerializer(RunSerializer):
@@ -44,9 +76,17 @@ class RunDetailSerializer(RunSerializer):
     manifest = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "status", "source_metrics", "labels",
-                  "protocol_digest", "workload_digest", "environment_digest",
-                  "implementation_digest", "manifest"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "status",
+            "source_metrics",
+            "labels",
+            "protocol_digest",
+            "workload_digest",
+            "environment_digest",
+            "implementation_digest",
+            "manifest",
+        ]
 
     def get_manifest(self, obj) -> str:
         return obj.get_absolute_url().removesuffix("/") + ".json"
@@ -66,8 +106,7 @@ class RankedRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = ["rank", "public_id", "implementation", "median", "p20", "p80", "unit",
-                  "evidence"]
+        fields = ["rank", "public_id", "implementation", "median", "p20", "p80", "unit", "evidence"]
 
 
 class GroupSerializer(serializers.ModelSerializer):
@@ -79,8 +118,20 @@ class GroupSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ComparisonGroup
-        fields = ["key", "cell_key", "url", "benchmark", "timed_pass", "metric", "workload",
-                  "gpu", "family", "sweep_name", "publication", "size"]
+        fields = [
+            "key",
+            "cell_key",
+            "url",
+            "benchmark",
+            "timed_pass",
+            "metric",
+            "workload",
+            "gpu",
+            "family",
+            "sweep_name",
+            "publication",
+            "size",
+        ]
 
 
 class GroupDetailSerializer(GroupSerializer):
@@ -95,8 +146,16 @@ class SourceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Source
-        fields = ["slug", "name", "description", "license", "homepage", "harness_repository",
-                  "published_date", "url"]
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "license",
+            "homepage",
+            "harness_repository",
+            "published_date",
+            "url",
+        ]
 
 
 class EnvironmentSerializer(serializers.ModelSerializer):

@@ -77,14 +77,21 @@ class StrictQueryMixin:
         unknown = sorted(set(request.query_params) - allowed)
         if unknown:
             raise ValidationError(
-                {"query": f"Unknown parameter(s): {', '.join(unknown)}. "
-                          f"Known: {', '.join(sorted(allowed))}."}
+                {
+                    "query": f"Unknown parameter(s): {', '.join(unknown)}. "
+                    f"Known: {', '.join(sorted(allowed))}."
+                }
             )
 
 
 def _runs():
     return Run.objects.public().select_related(
-        "benchmark", "implementation", "workload", "environment__gpu", "source", "publication",
+        "benchmark",
+        "implementation",
+        "workload",
+        "environment__gpu",
+        "source",
+        "publication",
         "group",
     )
 
@@ -116,8 +123,10 @@ class RunLookup(StrictQueryMixin, APIView):
     extra_params = {"source", "external_id"}
 
     @extend_schema(
-        parameters=[OpenApiParameter("source", str, required=True),
-                    OpenApiParameter("external_id", str, required=True)],
+        parameters=[
+            OpenApiParameter("source", str, required=True),
+            OpenApiParameter("external_id", str, required=True),
+        ],
         responses=s.RunDetailSerializer,
     )
     def get(self, request: Request) -> Response:
@@ -126,9 +135,12 @@ class RunLookup(StrictQueryMixin, APIView):
         missing = [n for n, v in (("source", source), ("external_id", external_id)) if not v]
         if missing:
             raise ValidationError({n: "This parameter is required." for n in missing})
-        run = _runs().select_related("protocol").filter(
-            source__slug=source, external_id=external_id
-        ).first()
+        run = (
+            _runs()
+            .select_related("protocol")
+            .filter(source__slug=source, external_id=external_id)
+            .first()
+        )
         if run is None:
             raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
         return Response(s.RunDetailSerializer(run).data)
@@ -172,8 +184,13 @@ class GroupFilterMixin:
         return qs
 
 
-@extend_schema(parameters=[OpenApiParameter("benchmark", str), OpenApiParameter("timed_pass", str),
-                           OpenApiParameter("metric", str)])
+@extend_schema(
+    parameters=[
+        OpenApiParameter("benchmark", str),
+        OpenApiParameter("timed_pass", str),
+        OpenApiParameter("metric", str),
+    ]
+)
 class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
     """Comparison groups; each one's ranked runs are at its detail URL."""
 
@@ -232,7 +249,9 @@ class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
     def get_object(self):
         key = self.kwargs["digest"]
         if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
-            raise ValidationError({"digest": "An environment digest is 64 lowercase hex characters."})
+            raise ValidationError(
+                {"digest": "An environment digest is 64 lowercase hex characters."}
+            )
         env = Environment.objects.select_related("gpu").filter(digest=f"sha256:{key}").first()
         if env is None:
             raise NotFound("No environment has this digest.")
@@ -242,15 +261,48 @@ class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
 # Bulk export ---------------------------------------------------------------------------------
 
 EXPORT_FIELDS = [
-    "public_id", "revision", "benchmark__slug", "implementation__provider_key",
-    "workload__label", "environment__gpu__slug", "timed_pass", "metric", "unit", "median", "p20",
-    "p80", "rank", "evidence", "source__slug", "publication__slug", "external_id", "observed_at",
-    "digest", "group__key",
+    "public_id",
+    "revision",
+    "benchmark__slug",
+    "implementation__provider_key",
+    "workload__label",
+    "environment__gpu__slug",
+    "timed_pass",
+    "metric",
+    "unit",
+    "median",
+    "p20",
+    "p80",
+    "rank",
+    "evidence",
+    "source__slug",
+    "publication__slug",
+    "external_id",
+    "observed_at",
+    "digest",
+    "group__key",
 ]
 EXPORT_HEADER = [
-    "public_id", "revision", "benchmark", "implementation", "workload", "gpu", "timed_pass",
-    "metric", "unit", "median", "p20", "p80", "rank", "evidence", "source", "publication",
-    "external_id", "observed_at", "digest", "comparison_key",
+    "public_id",
+    "revision",
+    "benchmark",
+    "implementation",
+    "workload",
+    "gpu",
+    "timed_pass",
+    "metric",
+    "unit",
+    "median",
+    "p20",
+    "p80",
+    "rank",
+    "evidence",
+    "source",
+    "publication",
+    "external_id",
+    "observed_at",
+    "digest",
+    "comparison_key",
 ]
 
 
@@ -325,9 +377,12 @@ def docs(request: HttpRequest):
     operations = []
     for path, methods in schema["paths"].items():
         for method, op in methods.items():
-            operations.append({
-                "method": method.upper(), "path": path,
-                "summary": op.get("description", "").strip().split("\n")[0],
-                "parameters": op.get("parameters", []),
-            })
+            operations.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": op.get("description", "").strip().split("\n")[0],
+                    "parameters": op.get("parameters", []),
+                }
+            )
     return render(request, "runs/api_docs.html", {"schema": schema, "operations": operations})

@@ -115,6 +115,11 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
         for key in sorted(value):
             flat.update(_flatten(value[key], f"{prefix}.{key}" if prefix else key))
         return flat
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        flat = {}
+        for i, item in enumerate(value):
+            flat.update(_flatten(item, f"{prefix}[{i}]"))
+        return flat
     return {prefix: value}
 
 

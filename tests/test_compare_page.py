@@ -21,7 +21,10 @@ def test_example_against_its_leader(client, example_run):
     assert "different implementation digest" in text
     for same in ("same workload digest", "same protocol digest", "same environment digest"):
         assert same in text
-    assert '<tr class="differs"><th scope="row">provider <span class="visually-hidden">(differs)</span></th><td>huggingface</td><td>liger</td>' in html
+    assert (
+        '<tr class="differs"><th scope="row">provider <span class="visually-hidden">(differs)</span></th><td>huggingface</td><td>liger</td>'
+        in html
+    )
     assert '<tr><th scope="row">hardware.product</th>' in html
     assert '<tr><th scope="row">inputs[0].shape</th><td>[1, 4096, 32, 256]</td>' in html
 

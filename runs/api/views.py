@@ -3,9 +3,12 @@ naming the parameter, never a silently ignored typo."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import csv
 import json
 from collections.abc import Iterator
+from urllib import parse
 
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpRequest, StreamingHttpResponse
@@ -26,7 +29,8 @@ from runs.filters import ORDERINGS, RunFilter
 from runs.freshness import public_page
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
 
-CONTROL_PARAMS = {"cursor", "ordering", "page_size", "format"}
+CONTROL_PARAMS = {"format"}
+PAGE_PARAMS = {"cursor", "page_size"}
 
 
 class StrictCursorPagination(CursorPagination):
@@ -56,12 +60,25 @@ class StrictCursorPagination(CursorPagination):
         return (self.ordering,) if isinstance(self.ordering, str) else self.ordering
 
     def decode_cursor(self, request):
+        # DRF reads any base64 it can as "start from the beginning"; a cursor this API did not
+        # issue is a client bug worth saying so.
+        bad = ValidationError(
+            {"cursor": "Not a cursor this API issued: follow the next/previous links."}
+        )
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
+        try:
+            decoded = base64.b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+        except (UnicodeError, ValueError, binascii.Error):
+            raise bad from None
+        tokens = parse.parse_qs(decoded, keep_blank_values=True)
+        if not tokens or set(tokens) - {"o", "r", "p"}:
+            raise bad
         try:
             return super().decode_cursor(request)
         except NotFound:
-            raise ValidationError(
-                {"cursor": "Not a cursor this API issued: follow the next/previous links."}
-            ) from None
+            raise bad from None
 
 
 class StrictQueryMixin:
@@ -72,6 +89,8 @@ class StrictQueryMixin:
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         allowed = CONTROL_PARAMS | self.extra_params
+        if getattr(self, "pagination_class", None) is not None and hasattr(self, "list"):
+            allowed |= PAGE_PARAMS
         if getattr(self, "filterset_class", None):
             allowed |= set(self.filterset_class.base_filters)
         unknown = sorted(set(request.query_params) - allowed)

@@ -19,6 +19,7 @@ class Panel:
     sweep: str
     fixed: str
     unit: str
+    order: tuple = ()
     xs: list[float] = field(default_factory=list)
     implementations: list[str] = field(default_factory=list)
     # cells[x][implementation] = run
@@ -28,6 +29,9 @@ class Panel:
     @property
     def rows(self) -> list[tuple[float, list]]:
         return [(x, [self.cells[x].get(i) for i in self.implementations]) for x in self.xs]
+
+
+_PASS_ORDER = {"forward": 0, "no-grad-forward": 1, "backward": 2, "full": 3}
 
 
 def _swept_param(run) -> str:
@@ -72,6 +76,13 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
                 sweep=swept,
                 fixed=fixed,
                 unit=run.unit,
+                order=(
+                    run.metric != "latency",
+                    _PASS_ORDER.get(run.timed_pass, 9),
+                    run.environment.gpu.upstream_name,
+                    swept,
+                    fixed,
+                ),
             )
         if run.sweep_value is None:
             continue
@@ -105,7 +116,7 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
             y_unit=unit_name,
         )
         out.append(panel)
-    out.sort(key=lambda p: (p.title, p.fixed))
+    out.sort(key=lambda p: p.order)
     return out
 
 

@@ -80,6 +80,7 @@ def reset() -> None:
     while the cache kept its pages."""
     _bump()
     _memo.update(at=-1e9, value=None)
+    _local.clear()
 
 
 def public_page(view):
@@ -103,6 +104,8 @@ def public_page(view):
                 fingerprint,
                 timezone.now().date().isoformat(),
                 "anon" if anonymous else f"user:{request.user.pk}",
+                # The API negotiates JSON or the browsable HTML on the same URL.
+                request.headers.get("Accept", ""),
             ]
         )
         etag = '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
@@ -115,7 +118,11 @@ def public_page(view):
         key = f"page:{etag.strip(chr(34))}"
         use_cache = anonymous and seconds > 0
         if use_cache:
-            hit = cache.get(key)
+            hit = _local.get(key)
+            if hit is None:
+                hit = cache.get(key)
+                if hit is not None:
+                    _remember(key, hit)
             if hit is not None:
                 content_type, body = hit
                 response = HttpResponse(body, content_type=content_type)
@@ -127,11 +134,29 @@ def public_page(view):
         if hasattr(response, "render") and not response.is_rendered:
             response.render()  # DRF and TemplateResponse render lazily
         if use_cache:
-            cache.set(key, (response["Content-Type"], response.content), seconds)
+            entry = (response["Content-Type"], response.content)
+            cache.set(key, entry, seconds)
+            _remember(key, entry)
             response["X-Page-Cache"] = "miss"
         return _finish(response, etag, last, anonymous)
 
     return wrapper
+
+
+# A small per-process copy of the shared page cache: a hit costs a dict lookup instead of a
+# round trip. Keys carry the data fingerprint, so a change makes old entries unreachable here
+# too; the size bound evicts them, oldest first.
+_LOCAL_ENTRIES = 256
+_LOCAL_MAX_BYTES = 256 * 1024
+_local: dict[str, tuple[str, bytes]] = {}
+
+
+def _remember(key: str, entry: tuple[str, bytes]) -> None:
+    if len(entry[1]) > _LOCAL_MAX_BYTES:
+        return
+    if len(_local) >= _LOCAL_ENTRIES:
+        _local.pop(next(iter(_local)))
+    _local[key] = entry
 
 
 def _headers(response: HttpResponse, anonymous: bool) -> None:
@@ -139,7 +164,7 @@ def _headers(response: HttpResponse, anonymous: bool) -> None:
         patch_cache_control(response, public=True, max_age=60)
     else:
         patch_cache_control(response, private=True, no_cache=True)
-    patch_vary_headers(response, ["Cookie"])
+    patch_vary_headers(response, ["Cookie", "Accept"])
 
 
 def _finish(response: HttpResponse, etag: str, last, anonymous: bool) -> HttpResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from runs.models import Evidence
@@ -108,13 +109,18 @@ EVIDENCE_EXPLANATIONS = {
 }
 
 
-@register.inclusion_tag("runs/_evidence_badge.html")
-def evidence_badge(level: str) -> dict:
-    return {
-        "level": level,
-        "label": Evidence(level).label if level in Evidence.values else level,
-        "explanation": EVIDENCE_EXPLANATIONS.get(level, ""),
-    }
+@register.simple_tag
+def evidence_badge(level: str) -> str:
+    """A labelled badge whose title explains the level (a tag, not an include: it is on every
+    run page twice and in hot paths)."""
+    label = Evidence(level).label if level in Evidence.values else level
+    return format_html(
+        '<span class="badge evidence evidence-{}" title="{}"><span class="badge-label">'
+        "Evidence:</span> {}</span>",
+        level,
+        EVIDENCE_EXPLANATIONS.get(level, ""),
+        label,
+    )
 
 
 @register.simple_tag

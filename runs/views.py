@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from runs import charts, citation
+from runs import charts, citation, memo
 from runs.canonical import run_manifest
 from runs.catalogue import param_order
 from runs.filters import RunFilter
@@ -42,9 +42,11 @@ def _current_run(public_id: str) -> Run:
     if not PUBLIC_ID.match(public_id):
         raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
     try:
-        return Run.objects.public().with_related().get(public_id=public_id)
+        run = Run.objects.public().select_related("workload", "group").get(public_id=public_id)
     except Run.DoesNotExist:
         raise Http404(f"No run has the id {public_id}.") from None
+    memo.attach([run])
+    return run
 
 
 @require_safe
@@ -56,11 +58,25 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
-    benchmarks = Benchmark.objects.annotate(n=Count("runs")).filter(n__gt=0).order_by("title")
-    gpus = Gpu.objects.annotate(n=Count("environments__runs")).filter(n__gt=0)
-    sources = Source.objects.annotate(n=Count("runs"), last=Max("imports__imported_at"))
-    totals = Run.objects.public().aggregate(n=Count("id"), first=Min("observed_at"))
-    latest = Run.objects.public().with_related().order_by("-created_at", "-id")[:10]
+    current = Run.objects.public()
+    # One grouped count per catalogue, joined in Python: annotating several reverse relations
+    # at once would multiply their rows (runs x imports) before counting.
+    by_benchmark = dict(current.values_list("benchmark").annotate(n=Count("id")))
+    by_gpu = dict(current.values_list("environment__gpu").annotate(n=Count("id")))
+    by_source = dict(current.values_list("source").annotate(n=Count("id")))
+    last_import = dict(ImportRecord.objects.values_list("source").annotate(last=Max("imported_at")))
+    benchmarks = [b for b in Benchmark.objects.order_by("title") if by_benchmark.get(b.pk)]
+    for b in benchmarks:
+        b.n = by_benchmark[b.pk]
+    gpus = [g for g in Gpu.objects.all() if by_gpu.get(g.pk)]
+    for g in gpus:
+        g.n = by_gpu[g.pk]
+    sources = list(Source.objects.all())
+    for src in sources:
+        src.n, src.last = by_source.get(src.pk, 0), last_import.get(src.pk)
+    totals = current.aggregate(n=Count("id"), first=Min("observed_at"))
+    latest = list(current.select_related("workload").order_by("-created_at", "-id")[:10])
+    memo.attach(latest)
     return render(
         request,
         "runs/home.html",
@@ -204,9 +220,11 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     runs = (
         Run.objects.public()
         .filter(benchmark=benchmark, publication__in=[p.pk for p in latest.values()])
-        .select_related("implementation", "workload", "environment__gpu", "benchmark")
+        .select_related("workload")
         .order_by("timed_pass", "metric", "sweep_value", "rank")
     )
+    runs = list(runs)
+    memo.attach(runs)
     by_publication: dict[int, list[Run]] = {p.pk: [] for p in latest.values()}
     for run in runs:
         by_publication[run.publication_id].append(run)
@@ -233,12 +251,8 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
         key__lt=upper,
         key__startswith=prefix,
     )
-    runs = list(
-        Run.objects.public()
-        .filter(group=group)
-        .select_related("implementation__project", "source")
-        .ranked()
-    )
+    runs = list(Run.objects.public().filter(group=group).ranked())
+    memo.attach(runs)
     values = [r.median for r in runs]
     unit = runs[0].unit if runs else "ns"
     factor, unit_name = charts.unit_scale(unit, values)
@@ -262,9 +276,7 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
 @require_safe
 @public_page
 def run_list(request: HttpRequest) -> HttpResponse:
-    base = Run.objects.public().select_related(
-        "benchmark", "implementation", "workload", "environment__gpu", "source"
-    )
+    base = Run.objects.public().select_related("workload")
     filterset = RunFilter(request.GET or None, queryset=base)
     if filterset.is_bound and not filterset.is_valid():
         return render(
@@ -277,6 +289,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if not request.GET.get("ordering"):
         queryset = queryset.order_by("-observed_at", "public_id")
     page = Paginator(queryset, 50).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    memo.attach(page.object_list)
     query = request.GET.copy()
     query.pop("page", None)
     return render(

@@ -24,6 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runs import memo
 from runs.api import serializers as s
 from runs.filters import ORDERINGS, RunFilter
 from runs.freshness import public_page
@@ -104,19 +105,21 @@ class StrictQueryMixin:
 
 
 def _runs():
-    return Run.objects.public().select_related(
-        "benchmark",
-        "implementation",
-        "workload",
-        "environment__gpu",
-        "source",
-        "publication",
-        "group",
-    )
+    # The catalogue relations come from runs.memo (see AttachCatalogueMixin), not from joins.
+    return Run.objects.public().select_related("workload", "group")
+
+
+class AttachCatalogueMixin:
+    """Attach the shared catalogue rows to the runs about to be serialised."""
+
+    def get_serializer(self, *args, **kwargs):
+        if args:
+            memo.attach(args[0] if isinstance(args[0], list) else [args[0]])
+        return super().get_serializer(*args, **kwargs)
 
 
 @method_decorator(public_page, name="dispatch")
-class RunList(StrictQueryMixin, generics.ListAPIView):
+class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     """Current runs, newest import first; filter with the same parameters as /runs/."""
 
     serializer_class = s.RunSerializer
@@ -128,12 +131,12 @@ class RunList(StrictQueryMixin, generics.ListAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
-class RunDetail(StrictQueryMixin, generics.RetrieveAPIView):
+class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.RunDetailSerializer
     lookup_field = "public_id"
 
     def get_queryset(self):
-        return _runs().select_related("protocol")
+        return _runs()
 
 
 class RunLookup(StrictQueryMixin, APIView):
@@ -154,14 +157,10 @@ class RunLookup(StrictQueryMixin, APIView):
         missing = [n for n, v in (("source", source), ("external_id", external_id)) if not v]
         if missing:
             raise ValidationError({n: "This parameter is required." for n in missing})
-        run = (
-            _runs()
-            .select_related("protocol")
-            .filter(source__slug=source, external_id=external_id)
-            .first()
-        )
+        run = _runs().filter(source__slug=source, external_id=external_id).first()
         if run is None:
             raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
+        memo.attach([run])
         return Response(s.RunDetailSerializer(run).data)
 
 

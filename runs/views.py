@@ -105,17 +105,20 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             .only("public_id", "median", "unit")
             .first()
         )
-    history = list(Run.objects.history_of(run).only("public_id", "median", "publication__slug"))
+    # Plain rows, not model instances: a cell can have dozens of CI points.
+    history = list(
+        Run.objects.history_of(run).values("pk", "public_id", "median", "publication__slug")
+    )
     history_svg = ""
     if len(history) > 1:
-        factor, unit_name = charts.unit_scale(run.unit, [h.median for h in history])
+        factor, unit_name = charts.unit_scale(run.unit, [h["median"] for h in history])
         history_svg = charts.sparkline(
             chart_id="history",
             title=f"Median of this cell in {len(history)} upstream runs, oldest first",
-            points=[(h.publication.slug, h.median) for h in history],
+            points=[(h["publication__slug"], h["median"]) for h in history],
             y_scale=factor,
             y_unit=unit_name,
-            current=next((i for i, h in enumerate(history) if h.pk == run.pk), None),
+            current=next((i for i, h in enumerate(history) if h["pk"] == run.pk), None),
         )
     floor, no_floor = floor_for(run)
     manifest = run_manifest(run)

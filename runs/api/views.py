@@ -139,6 +139,7 @@ class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView
         return _runs()
 
 
+@method_decorator(public_page, name="dispatch")
 class RunLookup(StrictQueryMixin, APIView):
     """Find a run by its source and upstream external id."""
 
@@ -164,6 +165,7 @@ class RunLookup(StrictQueryMixin, APIView):
         return Response(s.RunDetailSerializer(run).data)
 
 
+@method_decorator(public_page, name="dispatch")
 class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = s.BenchmarkSerializer
     pagination_class = StrictCursorPagination
@@ -173,6 +175,7 @@ class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
         return Benchmark.objects.annotate(n=Count("runs", filter=Q(runs__is_current=True)))
 
 
+@method_decorator(public_page, name="dispatch")
 class BenchmarkDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.BenchmarkSerializer
     lookup_field = "slug"
@@ -202,6 +205,7 @@ class GroupFilterMixin:
         return qs
 
 
+@method_decorator(public_page, name="dispatch")
 @extend_schema(
     parameters=[
         OpenApiParameter("benchmark", str),
@@ -217,6 +221,7 @@ class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
     filter_backends: list = []
 
 
+@method_decorator(public_page, name="dispatch")
 class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.GroupDetailSerializer
     filter_backends: list = []
@@ -239,6 +244,7 @@ class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
         return group
 
 
+@method_decorator(public_page, name="dispatch")
 class SourceList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = s.SourceSerializer
     queryset = Source.objects.order_by("slug")
@@ -246,6 +252,7 @@ class SourceList(StrictQueryMixin, generics.ListAPIView):
     filter_backends: list = []
 
 
+@method_decorator(public_page, name="dispatch")
 class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.SourceSerializer
     queryset = Source.objects.all()
@@ -253,6 +260,7 @@ class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
     filter_backends: list = []
 
 
+@method_decorator(public_page, name="dispatch")
 class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = s.EnvironmentSerializer
     queryset = Environment.objects.select_related("gpu")
@@ -260,6 +268,7 @@ class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
     filter_backends: list = []
 
 
+@method_decorator(public_page, name="dispatch")
 class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.EnvironmentSerializer
     filter_backends: list = []

@@ -7,7 +7,7 @@ import re
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Max, Min, OuterRef, Q, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -38,11 +38,21 @@ def _canonical(request: HttpRequest) -> str:
     return settings.SITE_ROOT + request.path
 
 
-def _current_run(public_id: str) -> Run:
+def _current_run(public_id: str, *, with_leader: bool = False) -> Run:
     if not PUBLIC_ID.match(public_id):
         raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
+    runs = Run.objects.public().select_related("workload", "group")
+    if with_leader:
+        # The id of rank 1 in the same group, in the same round trip.
+        leader = (
+            Run.objects.public()
+            .filter(group_id=OuterRef("group_id"), rank=1)
+            .order_by("public_id")
+            .values("public_id")[:1]
+        )
+        runs = runs.annotate(leader_id=Subquery(leader))
     try:
-        run = Run.objects.public().select_related("workload", "group").get(public_id=public_id)
+        run = runs.get(public_id=public_id)
     except Run.DoesNotExist:
         raise Http404(f"No run has the id {public_id}.") from None
     memo.attach([run])
@@ -95,16 +105,8 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _current_run(public_id)
-    leader = None
-    if run.rank and run.rank > 1:
-        leader = (
-            Run.objects.public()
-            .filter(group_id=run.group_id, rank=1)
-            .order_by("public_id")
-            .only("public_id", "median", "unit")
-            .first()
-        )
+    run = _current_run(public_id, with_leader=True)
+    leader = run.leader_id if run.rank and run.rank > 1 and run.leader_id != run.public_id else None
     # Plain rows, not model instances: a cell can have dozens of CI points.
     history = list(
         Run.objects.history_of(run).values("pk", "public_id", "median", "publication__slug")

@@ -25,6 +25,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
 from django.utils.http import http_date
+from django.utils.text import compress_string
 
 from runs.models import ImportRecord
 
@@ -98,6 +99,11 @@ def public_page(view):
             return view(request, *args, **kwargs)
         fingerprint, last = data_fingerprint()
         anonymous = not request.user.is_authenticated
+        seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
+        use_cache = anonymous and seconds > 0
+        # Cached pages are stored compressed for clients that take gzip, so a hit is not
+        # compressed again on every request; each encoding is its own entry and ETag.
+        gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
         raw = "|".join(
             [
                 request.get_full_path(),
@@ -106,6 +112,7 @@ def public_page(view):
                 "anon" if anonymous else f"user:{request.user.pk}",
                 # The API negotiates JSON or the browsable HTML on the same URL.
                 request.headers.get("Accept", ""),
+                "gzip" if gzipped else "identity",
             ]
         )
         etag = '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
@@ -114,9 +121,7 @@ def public_page(view):
         if not_modified is not None:
             _headers(not_modified, anonymous)
             return not_modified
-        seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
         key = f"page:{etag.strip(chr(34))}"
-        use_cache = anonymous and seconds > 0
         if use_cache:
             hit = _local.get(key)
             if hit is None:
@@ -124,8 +129,11 @@ def public_page(view):
                 if hit is not None:
                     _remember(key, hit)
             if hit is not None:
-                content_type, body = hit
+                content_type, body, encoding = hit
                 response = HttpResponse(body, content_type=content_type)
+                if encoding:
+                    response["Content-Encoding"] = encoding
+                    patch_vary_headers(response, ["Accept-Encoding"])
                 response["X-Page-Cache"] = "hit"
                 return _finish(response, etag, last, anonymous)
         response = view(request, *args, **kwargs)
@@ -134,7 +142,12 @@ def public_page(view):
         if hasattr(response, "render") and not response.is_rendered:
             response.render()  # DRF and TemplateResponse render lazily
         if use_cache:
-            entry = (response["Content-Type"], response.content)
+            encoding = ""
+            if gzipped and not response.has_header("Content-Encoding"):
+                response.content = compress_string(response.content)
+                response["Content-Encoding"] = encoding = "gzip"
+                patch_vary_headers(response, ["Accept-Encoding"])
+            entry = (response["Content-Type"], response.content, encoding)
             cache.set(key, entry, seconds)
             _remember(key, entry)
             response["X-Page-Cache"] = "miss"
@@ -148,10 +161,10 @@ def public_page(view):
 # too; the size bound evicts them, oldest first.
 _LOCAL_ENTRIES = 256
 _LOCAL_MAX_BYTES = 256 * 1024
-_local: dict[str, tuple[str, bytes]] = {}
+_local: dict[str, tuple[str, bytes, str]] = {}
 
 
-def _remember(key: str, entry: tuple[str, bytes]) -> None:
+def _remember(key: str, entry: tuple[str, bytes, str]) -> None:
     if len(entry[1]) > _LOCAL_MAX_BYTES:
         return
     if len(_local) >= _LOCAL_ENTRIES:

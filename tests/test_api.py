@@ -181,3 +181,16 @@ def test_api_detail_and_list_query_counts_do_not_grow(client, settings):
     grow(400)
     RunFactory.create_batch(30)  # the group grows too
     assert [queries(client, url) for url in urls] == small
+
+
+@pytest.mark.django_db
+def test_cached_api_pages_keep_json_and_html_apart(client, settings):
+    settings.PAGE_CACHE_SECONDS = 300
+    RunFactory()
+    html = client.get("/api/v1/runs/", HTTP_ACCEPT="text/html")
+    assert html["Content-Type"].startswith("text/html")
+    data = client.get("/api/v1/runs/", HTTP_ACCEPT="application/json")
+    assert data["Content-Type"] == "application/json" and data.json()["results"]
+    assert "Accept" in data["Vary"]
+    again = client.get("/api/v1/runs/", HTTP_ACCEPT="application/json")
+    assert again["X-Page-Cache"] == "hit" and again["Content-Type"] == "application/json"

@@ -244,3 +244,17 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     assert small == large
     with django_assert_max_num_queries(6):
         client.get(f"/runs/{run.public_id}/")
+
+
+def test_cached_pages_are_stored_compressed_for_gzip_clients(client, example_run, settings):
+    import gzip
+
+    settings.PAGE_CACHE_SECONDS = 300
+    url = f"/runs/{example_run.public_id}/"
+    plain = client.get(url)
+    first = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+    second = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+    assert first["Content-Encoding"] == second["Content-Encoding"] == "gzip"
+    assert second["X-Page-Cache"] == "hit" and first["ETag"] != plain["ETag"]
+    assert gzip.decompress(second.content) == plain.content
+    assert "Accept-Encoding" in second["Vary"]

@@ -314,6 +314,7 @@ class Run(models.Model):
             models.Index(fields=["metric"], name="run_metric"),
             models.Index(fields=["source", "-revision"], name="run_source_revision"),
             models.Index(fields=["median"], name="run_median"),
+            models.Index(fields=["rank"], name="run_rank"),
         ]
 
     def __str__(self) -> str:

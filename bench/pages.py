@@ -74,6 +74,10 @@ def prepare() -> tuple[str, str]:
         print("empty database: ingesting both Liger sources (a few minutes)")
         manage("ingest", "liger-kernel-bench", "data/liger/all_benchmark_data.csv")
         manage("ingest", "liger-kernel-ci", "data/liger-ci")
+    # Fresh planner statistics: right after a bulk load PostgreSQL guesses row counts badly.
+    manage(
+        "shell", "-c", "from django.db import connection; connection.cursor().execute('ANALYZE')"
+    )
     public_id = manage(
         "shell",
         "-c",

@@ -18,9 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, no_serve: bool, addrport: str, **options):
         call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write(
-            "Loading Liger-Kernel benchmarks and CI runs (about a minute the first time)"
-        )
+        self.stdout.write("Loading Liger-Kernel benchmarks and CI runs (about a minute the first time)")
         call_command("ingest", "liger-kernel-bench", str(DATA / "liger" / "all_benchmark_data.csv"))
         call_command("ingest", "liger-kernel-ci", str(DATA / "liger-ci"))
         if not no_serve:

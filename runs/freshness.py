@@ -13,6 +13,7 @@ a burst of requests costs one query; a change shows up at most that long after i
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from datetime import datetime
 from functools import wraps
@@ -29,6 +30,8 @@ from django.utils.text import compress_string
 
 from runs.models import ImportRecord
 
+logger = logging.getLogger(__name__)
+
 VERSION_KEY = "runs:data-version"
 _memo: dict = {"at": -1e9, "value": None}
 
@@ -44,11 +47,15 @@ def data_changed() -> None:
 
 
 def _bump() -> None:
-    try:
-        cache.incr(VERSION_KEY)
-    except ValueError:
-        cache.set(VERSION_KEY, 1, timeout=None)
     _memo["at"] = -1e9
+    try:
+        try:
+            cache.incr(VERSION_KEY)
+        except ValueError:
+            cache.set(VERSION_KEY, 1, timeout=None)
+    except Exception:  # noqa: BLE001 - a cache outage must not fail the write that called us
+        # Pages cached before the outage stay until PAGE_CACHE_SECONDS runs out.
+        logger.warning("could not bump the page-cache data version", exc_info=True)
 
 
 # Apps whose rows appear on public pages. Runs may not import the others (imports run one way),
@@ -69,11 +76,22 @@ def data_fingerprint() -> tuple[str, datetime | None]:
     if _memo["value"] is not None and now - _memo["at"] < ttl:
         return _memo["value"]
     agg = ImportRecord.objects.aggregate(last=Max("imported_at"), n=Count("id"))
-    version = cache.get(VERSION_KEY, 0)
+    version = _cache_call(cache.get, VERSION_KEY, 0)
+    # Without the version counter a change cannot retire cached pages: cache nothing meanwhile.
+    _memo["cache_ok"] = version is not None
     last = agg["last"]
     value = (f"{agg['n']}.{last.timestamp() if last else 0:.6f}.{version}", last)
     _memo.update(at=now, value=value)
     return value
+
+
+def _cache_call(method, *args):
+    """The shared cache is an accelerator: when it is down, pages are rendered, not refused."""
+    try:
+        return method(*args)
+    except Exception:  # noqa: BLE001
+        logger.warning("page cache unavailable", exc_info=True)
+        return None
 
 
 def reset() -> None:
@@ -100,7 +118,7 @@ def public_page(view):
         fingerprint, last = data_fingerprint()
         anonymous = not request.user.is_authenticated
         seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
-        use_cache = anonymous and seconds > 0
+        use_cache = anonymous and seconds > 0 and _memo.get("cache_ok", True)
         # Cached pages are stored compressed for clients that take gzip, so a hit is not
         # compressed again on every request; each encoding is its own entry and ETag.
         gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
@@ -125,7 +143,7 @@ def public_page(view):
         if use_cache:
             hit = _local.get(key)
             if hit is None:
-                hit = cache.get(key)
+                hit = _cache_call(cache.get, key)
                 if hit is not None:
                     _remember(key, hit)
             if hit is not None:
@@ -148,7 +166,7 @@ def public_page(view):
                 response["Content-Encoding"] = encoding = "gzip"
                 patch_vary_headers(response, ["Accept-Encoding"])
             entry = (response["Content-Type"], response.content, encoding)
-            cache.set(key, entry, seconds)
+            _cache_call(cache.set, key, entry, seconds)
             _remember(key, entry)
             response["X-Page-Cache"] = "miss"
         return _finish(response, etag, last, anonymous)

@@ -116,7 +116,12 @@ def public_page(view):
         if request.method not in ("GET", "HEAD"):
             return view(request, *args, **kwargs)
         fingerprint, last = data_fingerprint()
-        anonymous = not request.user.is_authenticated
+        # Without a session cookie or credentials the reader is anonymous: no need to load the
+        # session (and to add Vary: Cookie from it) just to learn that.
+        anonymous = (
+            settings.SESSION_COOKIE_NAME not in request.COOKIES
+            and "Authorization" not in request.headers
+        ) or not request.user.is_authenticated
         seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
         use_cache = anonymous and seconds > 0 and _memo.get("cache_ok", True)
         # Cached pages are stored compressed for clients that take gzip, so a hit is not
@@ -147,29 +152,34 @@ def public_page(view):
                 if hit is not None:
                     _remember(key, hit)
             if hit is not None:
-                content_type, body, encoding = hit
+                # The headers were worked out when the page was stored; set them as they were.
+                content_type, body, headers = hit
                 response = HttpResponse(body, content_type=content_type)
-                if encoding:
-                    response["Content-Encoding"] = encoding
-                    patch_vary_headers(response, ["Accept-Encoding"])
-                response["X-Page-Cache"] = "hit"
-                return _finish(response, etag, last, anonymous)
+                for name, value in headers:
+                    response.headers[name] = value
+                response.headers["X-Page-Cache"] = "hit"
+                return response
         response = view(request, *args, **kwargs)
         if response.status_code != 200 or getattr(response, "streaming", False):
             return response
         if hasattr(response, "render") and not response.is_rendered:
             response.render()  # DRF and TemplateResponse render lazily
+        if use_cache and gzipped and not response.has_header("Content-Encoding"):
+            response.content = compress_string(response.content)
+            response["Content-Encoding"] = "gzip"
+            patch_vary_headers(response, ["Accept-Encoding"])
+        _finish(response, etag, last, anonymous)
         if use_cache:
-            encoding = ""
-            if gzipped and not response.has_header("Content-Encoding"):
-                response.content = compress_string(response.content)
-                response["Content-Encoding"] = encoding = "gzip"
-                patch_vary_headers(response, ["Accept-Encoding"])
-            entry = (response["Content-Type"], response.content, encoding)
+            headers = tuple(
+                (name, value)
+                for name, value in response.items()
+                if name.lower() not in ("content-type", "content-length", "x-page-cache")
+            )
+            entry = (response["Content-Type"], response.content, headers)
             _cache_call(cache.set, key, entry, seconds)
             _remember(key, entry)
             response["X-Page-Cache"] = "miss"
-        return _finish(response, etag, last, anonymous)
+        return response
 
     return wrapper
 
@@ -179,10 +189,10 @@ def public_page(view):
 # too; the size bound evicts them, oldest first.
 _LOCAL_ENTRIES = 256
 _LOCAL_MAX_BYTES = 256 * 1024
-_local: dict[str, tuple[str, bytes, str]] = {}
+_local: dict[str, tuple[str, bytes, tuple]] = {}
 
 
-def _remember(key: str, entry: tuple[str, bytes, str]) -> None:
+def _remember(key: str, entry: tuple[str, bytes, tuple]) -> None:
     if len(entry[1]) > _LOCAL_MAX_BYTES:
         return
     if len(_local) >= _LOCAL_ENTRIES:

@@ -75,3 +75,17 @@ def example_run_or_factory(db):
     from tests.factories import RunFactory
 
     return RunFactory().get_absolute_url()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/", "/sources/liger-kernel-bench/", "/runs/?benchmark=rms_norm"])
+def test_query_counts_do_not_grow(client, settings, url):
+    from tests.factories import RunFactory
+    from tests.pages import grow, queries
+
+    settings.PAGE_CACHE_SECONDS = 0
+    RunFactory.create_batch(10)
+    grow(10)
+    small = queries(client, url)
+    grow(400)
+    assert queries(client, url) == small

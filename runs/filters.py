@@ -39,13 +39,19 @@ class RunFilter(django_filters.FilterSet):
         method="by_implementation", label="Implementation (provider key, e.g. liger)"
     )
     gpu = django_filters.CharFilter(method="by_gpu", label="GPU (slug)")
-    timed_pass = django_filters.ChoiceFilter(choices=TimedPass.choices, label="Timed pass")
-    metric = django_filters.ChoiceFilter(choices=Metric.choices)
+    timed_pass = django_filters.ChoiceFilter(
+        choices=TimedPass.choices, label="Timed pass", empty_label="any"
+    )
+    metric = django_filters.ChoiceFilter(choices=Metric.choices, empty_label="any")
     dtype = django_filters.CharFilter(method="by_dtype", label="Data type (bf16, fp32, ...)")
     source = django_filters.CharFilter(field_name="source__slug", label="Source (slug)")
-    evidence = django_filters.ChoiceFilter(choices=Evidence.choices, label="Evidence level")
+    evidence = django_filters.ChoiceFilter(
+        choices=Evidence.choices, label="Evidence level", empty_label="any"
+    )
     ordering = django_filters.OrderingFilter(
-        fields=[(v, k) for k, v in ORDERINGS.items()], label="Sort by"
+        fields=[(v, k) for k, v in ORDERINGS.items()],
+        label="Sort by",
+        empty_label="newest observed",
     )
 
     class Meta:

@@ -47,6 +47,10 @@ def test_run_list_filters_and_cursor(client, liger_bench):
         page = client.get(page["next"]).json()
         seen += [r["public_id"] for r in page["results"]]
     assert len(seen) == len(set(seen)) == expected
+    # Several sort keys: the first leads, the rest break its ties.
+    both = client.get("/api/v1/runs/", {"benchmark": "llama4_rope", "ordering": "-median,observed"})
+    medians = [r["median"] for r in both.json()["results"]]
+    assert both.status_code == 200 and medians == sorted(medians, reverse=True)
 
 
 def test_groups_with_ranks_and_other_endpoints(client, example_run):
@@ -85,6 +89,7 @@ MALFORMED = [
     ("/api/v1/runs/", {"timed_pass": "sideways"}, "timed_pass"),
     ("/api/v1/runs/", {"evidence": "gold"}, "evidence"),
     ("/api/v1/runs/", {"ordering": "price"}, "ordering"),
+    ("/api/v1/runs/", {"ordering": "median,price"}, "ordering"),
     ("/api/v1/runs/", {"cursor": "bm90LWEtY3Vyc29y"}, "cursor"),
     ("/api/v1/runs/", {"page_size": "0"}, "page_size"),
     ("/api/v1/runs/", {"colour": "red"}, "query"),

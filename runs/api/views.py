@@ -54,10 +54,10 @@ class StrictCursorPagination(CursorPagination):
         # RunFilter has validated `ordering` already (a bad value is a 400 before this runs);
         # the cursor needs it as model fields with a unique tie-breaker.
         raw = request.query_params.get("ordering", "") if view is not None else ""
-        if raw and getattr(view, "filterset_class", None) is RunFilter:
-            desc = raw.startswith("-")
-            field = ORDERINGS[raw.removeprefix("-")]
-            return (f"-{field}", "-id") if desc else (field, "id")
+        terms = [t.strip() for t in raw.split(",") if t.strip()]
+        if terms and getattr(view, "filterset_class", None) is RunFilter:
+            fields = [("-" if t.startswith("-") else "") + ORDERINGS[t.lstrip("-")] for t in terms]
+            return (*fields, "-id" if terms[0].startswith("-") else "id")
         return (self.ordering,) if isinstance(self.ordering, str) else self.ordering
 
     def decode_cursor(self, request):

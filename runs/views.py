@@ -291,7 +291,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
             status=400,
         )
     queryset = filterset.qs
-    if not request.GET.get("ordering"):
+    if not queryset.query.order_by:  # no (usable) sort asked for: newest observations first
         queryset = queryset.order_by("-observed_at", "public_id")
     page = Paginator(queryset, 50).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)

@@ -186,6 +186,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# Read side: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page
+# cache off), keyed by a data fingerprint that a process may reuse for FINGERPRINT_TTL seconds.
+PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", "300")
+FINGERPRINT_TTL = float(os.getenv("FINGERPRINT_TTL", "2"))
+
 # Celery. With no REDIS_URL there is no broker: jobs wait as queued and are never run in the
 # web process (so no CELERY_TASK_ALWAYS_EAGER here).
 CELERY_BROKER_URL = REDIS_URL or None

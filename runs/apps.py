@@ -1,6 +1,16 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class RunsConfig(AppConfig):
     name = "runs"
     verbose_name = "Runs"
+
+    def ready(self) -> None:
+        from runs import freshness  # models are loaded only once the registry is ready
+
+        # A saved import, evidence change or moderated attestation changes what public pages
+        # show: a new data fingerprint retires every cached page and ETag at once. This is a
+        # cache bump, not work: nothing is enqueued here.
+        post_save.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_saved")
+        post_delete.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_deleted")

@@ -309,6 +309,12 @@ class Run(models.Model):
             models.Index(fields=["implementation"], name="run_implementation"),
             models.Index(fields=["-observed_at"], name="run_observed"),
             models.Index(fields=["-created_at"], name="run_created"),
+            # Read side (browse filters, source revisions): one index per filterable column.
+            models.Index(fields=["timed_pass"], name="run_timed_pass"),
+            models.Index(fields=["metric"], name="run_metric"),
+            models.Index(fields=["source", "-revision"], name="run_source_revision"),
+            models.Index(fields=["median"], name="run_median"),
+            models.Index(fields=["rank"], name="run_rank"),
         ]
 
     def __str__(self) -> str:

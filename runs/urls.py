@@ -1,14 +1,21 @@
 from django.urls import path
 
 from runs import views
+from runs.feeds import LatestRunsFeed
 
 app_name = "runs"
 
 urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("runs/", views.run_list, name="list"),
     path("runs/<str:public_id>.json", views.run_manifest_json, name="manifest"),
     path("runs/<str:public_id>/", views.run_detail, name="detail"),
+    path("runs/<str:public_id>/cite.<str:fmt>", views.run_cite, name="cite"),
+    path("runs/<str:public_id>/compare/<str:other_id>/", views.run_compare, name="compare"),
     path("benchmarks/<slug:slug>/", views.benchmark_detail, name="benchmark"),
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
+    path("feeds/runs.atom", LatestRunsFeed(), name="feed"),
 ]

@@ -1,52 +1,362 @@
+"""Public pages. Reads only: every page is a GET with a constant number of queries."""
+
 from __future__ import annotations
 
+import json
+import re
+
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.db.models import Count, Max, Min, OuterRef, Q, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.http import require_safe
 
+from runs import charts, citation, memo
 from runs.canonical import run_manifest
-from runs.models import Benchmark, ComparisonGroup, Gpu, Run, Source
+from runs.catalogue import param_order
+from runs.filters import RunFilter
+from runs.freshness import public_page
+from runs.models import (
+    Benchmark,
+    ComparisonGroup,
+    Gpu,
+    ImportRecord,
+    Publication,
+    Run,
+    Source,
+)
+from runs.plausibility import floor_for
+from runs.presenters import benchmark_panels, comparability, spec_diff
+
+PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
+GROUP_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
 
 
-def _current_run(public_id: str) -> Run:
+def _canonical(request: HttpRequest) -> str:
+    return settings.SITE_ROOT + request.path
+
+
+def _current_run(public_id: str, *, with_leader: bool = False) -> Run:
+    if not PUBLIC_ID.match(public_id):
+        raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
+    runs = Run.objects.public().select_related("workload", "group")
+    if with_leader:
+        # The id of rank 1 in the same group, in the same round trip.
+        leader = (
+            Run.objects.public()
+            .filter(group_id=OuterRef("group_id"), rank=1)
+            .order_by("public_id")
+            .values("public_id")[:1]
+        )
+        runs = runs.annotate(leader_id=Subquery(leader))
     try:
-        return Run.objects.public().with_related().get(public_id=public_id)
+        run = runs.get(public_id=public_id)
     except Run.DoesNotExist:
-        raise Http404("No run with this id") from None
+        raise Http404(f"No run has the id {public_id}.") from None
+    memo.attach([run])
+    return run
 
 
-def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _current_run(public_id)
-    leader = (
-        Run.objects.public().filter(group=run.group, rank=1).exclude(pk=run.pk).first()
-        if run.rank and run.rank > 1
-        else None
+@require_safe
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness for load balancers: answers without touching the database."""
+    return HttpResponse("ok\n", content_type="text/plain; charset=utf-8")
+
+
+@require_safe
+@public_page
+def home(request: HttpRequest) -> HttpResponse:
+    current = Run.objects.public()
+    # One grouped count per catalogue, joined in Python: annotating several reverse relations
+    # at once would multiply their rows (runs x imports) before counting.
+    by_benchmark = dict(current.values_list("benchmark").annotate(n=Count("id")))
+    by_gpu = dict(current.values_list("environment__gpu").annotate(n=Count("id")))
+    by_source = dict(current.values_list("source").annotate(n=Count("id")))
+    last_import = dict(ImportRecord.objects.values_list("source").annotate(last=Max("imported_at")))
+    benchmarks = [b for b in Benchmark.objects.order_by("title") if by_benchmark.get(b.pk)]
+    for b in benchmarks:
+        b.n = by_benchmark[b.pk]
+    gpus = [g for g in Gpu.objects.all() if by_gpu.get(g.pk)]
+    for g in gpus:
+        g.n = by_gpu[g.pk]
+    sources = list(Source.objects.all())
+    for src in sources:
+        src.n, src.last = by_source.get(src.pk, 0), last_import.get(src.pk)
+    totals = current.aggregate(n=Count("id"), first=Min("observed_at"))
+    latest = list(current.select_related("workload").order_by("-created_at", "-id")[:10])
+    memo.attach(latest)
+    return render(
+        request,
+        "runs/home.html",
+        {
+            "benchmarks": benchmarks,
+            "gpus": gpus,
+            "sources": sources,
+            "totals": totals,
+            "latest": latest,
+            "groups": ComparisonGroup.objects.count(),
+            "canonical": _canonical(request),
+        },
     )
-    return render(request, "runs/run_detail.html", {"run": run, "leader": leader})
 
 
+@require_safe
+@public_page
+def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    run = _current_run(public_id, with_leader=True)
+    leader = run.leader_id if run.rank and run.rank > 1 and run.leader_id != run.public_id else None
+    # Plain rows, not model instances: a cell can have dozens of CI points.
+    history = list(
+        Run.objects.history_of(run).values("pk", "public_id", "median", "publication__slug")
+    )
+    history_svg = ""
+    if len(history) > 1:
+        factor, unit_name = charts.unit_scale(run.unit, [h["median"] for h in history])
+        history_svg = charts.sparkline(
+            chart_id="history",
+            title=f"Median of this cell in {len(history)} upstream runs, oldest first",
+            points=[(h["publication__slug"], h["median"]) for h in history],
+            y_scale=factor,
+            y_unit=unit_name,
+            current=next((i for i, h in enumerate(history) if h["pk"] == run.pk), None),
+        )
+    floor, no_floor = floor_for(run)
+    manifest = run_manifest(run)
+    tensors = sorted(run.workload.tensors, key=lambda t: t["name"])
+    return render(
+        request,
+        "runs/run_detail.html",
+        {
+            "run": run,
+            "leader": leader,
+            "history": history,
+            "history_svg": history_svg,
+            "floor": floor,
+            "no_floor": no_floor,
+            "parameters": _ordered_params(run.workload.parameters),
+            "tensors": tensors,
+            "manifest_json": json.dumps(manifest, indent=2, ensure_ascii=False),
+            "permalink": citation.permalink(run),
+            "today": timezone.now().date(),
+            "canonical": citation.permalink(run),
+        },
+    )
+
+
+def _ordered_params(params: dict) -> list[tuple[str, object]]:
+    return [(k, params[k]) for k in sorted(params, key=param_order) if k != "dtype"]
+
+
+@require_safe
+@public_page
 def run_manifest_json(request: HttpRequest, public_id: str) -> JsonResponse:
     run = _current_run(public_id)
-    return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2})
+    return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False})
 
 
+@require_safe
+def run_cite(request: HttpRequest, public_id: str, fmt: str) -> HttpResponse:
+    if fmt not in ("bib", "csl.json"):
+        raise Http404("Citations come as cite.bib (BibTeX) or cite.csl.json (CSL-JSON).")
+    run = _current_run(public_id)
+    today = timezone.now().date()
+    if fmt == "bib":
+        response = HttpResponse(
+            citation.bibtex(run, today), content_type="application/x-bibtex; charset=utf-8"
+        )
+    else:
+        response = HttpResponse(
+            json.dumps(citation.csl_json(run, today), indent=2, ensure_ascii=False),
+            content_type="application/vnd.citationstyles.csl+json; charset=utf-8",
+        )
+    response["Content-Disposition"] = f'attachment; filename="kernelindex-{run.public_id}.{fmt}"'
+    return response
+
+
+@require_safe
+@public_page
+def run_compare(request: HttpRequest, public_id: str, other_id: str) -> HttpResponse:
+    a = _current_run(public_id)
+    b = _current_run(other_id)
+    comparable, sentence = comparability(a, b)
+    ratio = a.median / b.median if b.median else None
+    sections = [
+        ("Workload", "workload digest", a.workload.digest, b.workload.digest,
+         spec_diff(a.workload.spec, b.workload.spec)),
+        ("Implementation", "implementation digest", a.implementation.digest,
+         b.implementation.digest, spec_diff(a.implementation.spec, b.implementation.spec)),
+        ("Protocol", "protocol digest", a.protocol.digest, b.protocol.digest,
+         spec_diff(a.protocol.spec, b.protocol.spec)),
+        ("Environment", "environment digest", a.environment.digest, b.environment.digest,
+         spec_diff(a.environment.spec, b.environment.spec)),
+    ]  # fmt: skip
+    return render(
+        request,
+        "runs/compare.html",
+        {
+            "a": a,
+            "b": b,
+            "comparable": comparable,
+            "sentence": sentence,
+            "ratio": ratio,
+            "sections": sections,
+            "canonical": _canonical(request),
+        },
+    )
+
+
+@require_safe
+@public_page
 def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     benchmark = get_object_or_404(Benchmark, slug=slug)
-    return render(request, "runs/benchmark_detail.html", {"benchmark": benchmark})
-
-
-def group_detail(request: HttpRequest, key: str) -> HttpResponse:
-    group = get_object_or_404(
-        ComparisonGroup.objects.with_related(), key__startswith=f"sha256:{key}"
+    # The latest publication of each source: the benchmark CSV, and the newest CI run. Older CI
+    # runs are each cell's history, shown on the run pages.
+    publications = list(
+        Publication.objects.filter(groups__benchmark=benchmark)
+        .select_related("source")
+        .distinct()
+        .order_by("source__slug", "-sequence", "-id")
     )
-    runs = Run.objects.public().filter(group=group).with_related().ranked()
-    return render(request, "runs/group_detail.html", {"group": group, "runs": runs})
+    latest: dict[int, Publication] = {}
+    for pub in publications:
+        latest.setdefault(pub.source_id, pub)
+    runs = (
+        Run.objects.public()
+        .filter(benchmark=benchmark, publication__in=[p.pk for p in latest.values()])
+        .select_related("workload")
+        .order_by("timed_pass", "metric", "sweep_value", "rank")
+    )
+    runs = list(runs)
+    memo.attach(runs)
+    by_publication: dict[int, list[Run]] = {p.pk: [] for p in latest.values()}
+    for run in runs:
+        by_publication[run.publication_id].append(run)
+    blocks = [(pub, benchmark_panels(benchmark, by_publication[pub.pk])) for pub in latest.values()]
+    return render(
+        request,
+        "runs/benchmark_detail.html",
+        {"benchmark": benchmark, "blocks": blocks, "canonical": _canonical(request)},
+    )
 
 
+@require_safe
+@public_page
+def group_detail(request: HttpRequest, key: str) -> HttpResponse:
+    if not GROUP_PREFIX.match(key):
+        raise Http404("A comparison group is named by the first 16 hex digits of its key.")
+    prefix = f"sha256:{key}"
+    # A range on the unique index, then the exact prefix test: LIKE 'x%' cannot use a b-tree
+    # index under a non-C collation, a range can.
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    group = get_object_or_404(
+        ComparisonGroup.objects.with_related(),
+        key__gte=prefix,
+        key__lt=upper,
+        key__startswith=prefix,
+    )
+    runs = list(Run.objects.public().filter(group=group).ranked())
+    memo.attach(runs)
+    values = [r.median for r in runs]
+    unit = runs[0].unit if runs else "ns"
+    factor, unit_name = charts.unit_scale(unit, values)
+    focus = request.GET.get("run", "")
+    bar_svg = charts.bar_chart(
+        chart_id="group",
+        title=f"Median {group.metric} by implementation, rank order",
+        bars=[(f"#{r.rank} {r.implementation.display_name}", r.median, r.public_id == focus)
+              for r in runs],
+        value_label="Median latency" if unit == "ns" else "Median peak memory",
+        y_scale=factor,
+        y_unit=unit_name,
+    )  # fmt: skip
+    return render(
+        request,
+        "runs/group_detail.html",
+        {"group": group, "runs": runs, "bar_svg": bar_svg, "canonical": _canonical(request)},
+    )
+
+
+@require_safe
+@public_page
+def run_list(request: HttpRequest) -> HttpResponse:
+    base = Run.objects.public().select_related("workload")
+    filterset = RunFilter(request.GET or None, queryset=base)
+    if filterset.is_bound and not filterset.is_valid():
+        return render(
+            request,
+            "runs/run_list.html",
+            {"filter": filterset, "page": None, "canonical": _canonical(request)},
+            status=400,
+        )
+    queryset = filterset.qs
+    if not queryset.query.order_by:  # no (usable) sort asked for: newest observations first
+        queryset = queryset.order_by("-observed_at", "public_id")
+    page = Paginator(queryset, 50).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    memo.attach(page.object_list)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "runs/run_list.html",
+        {
+            "filter": filterset,
+            "page": page,
+            "query": query.urlencode(),
+            "canonical": _canonical(request),
+            "benchmarks": Benchmark.objects.order_by("title").only("slug", "title"),
+            "gpus": Gpu.objects.only("slug", "upstream_name"),
+            "sources": Source.objects.only("slug", "name"),
+        },
+    )
+
+
+@require_safe
+@public_page
 def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    return render(request, "runs/source_detail.html", {"source": source})
+    imports = ImportRecord.objects.filter(source=source).select_related("publication")[:100]
+    stats = Run.objects.filter(source=source).aggregate(
+        current=Count("id", filter=Q(is_current=True)),
+        total=Count("id"),
+        revised=Count("id", filter=Q(revision__gt=1)),
+    )
+    revisions = (
+        Run.objects.filter(source=source, revision__gt=1)
+        .select_related("benchmark", "implementation")
+        .order_by("-created_at")[:50]
+    )
+    return render(
+        request,
+        "runs/source_detail.html",
+        {
+            "source": source,
+            "imports": imports,
+            "stats": stats,
+            "revisions": revisions,
+            "publications": Publication.objects.filter(source=source).count(),
+            "canonical": _canonical(request),
+        },
+    )
 
 
+@require_safe
+@public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    return render(request, "runs/gpu_detail.html", {"gpu": gpu})
+    benchmarks = (
+        Benchmark.objects.filter(runs__environment__gpu=gpu, runs__is_current=True)
+        .annotate(n=Count("runs"))
+        .order_by("title")
+    )
+    return render(
+        request,
+        "runs/gpu_detail.html",
+        {
+            "gpu": gpu,
+            "benchmarks": benchmarks,
+            "canonical": _canonical(request),
+        },
+    )

@@ -16,6 +16,17 @@ EXAMPLE_EXTERNAL_ID = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _fresh_page_cache():
+    """Test databases roll back but the cache does not: start every test on a new data
+    fingerprint, so no page cached by an earlier test can be served (no flush: in CI the cache
+    shares Redis with the broker)."""
+    from runs import freshness
+
+    freshness.reset()
+    yield
+
+
 @pytest.fixture
 def alice(db):
     """The owner in owner/other/stranger tests."""

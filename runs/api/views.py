@@ -1,0 +1,415 @@
+"""The read API. Lists use cursor pagination; every malformed query is a 400 with a message
+naming the parameter, never a silently ignored typo."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import json
+from collections.abc import Iterator
+from urllib import parse
+
+from django.db.models import Count, Prefetch, Q
+from django.http import HttpRequest, StreamingHttpResponse
+from django.shortcuts import render
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_safe
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runs import memo
+from runs.api import serializers as s
+from runs.filters import ORDERINGS, RunFilter
+from runs.freshness import public_page
+from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
+
+CONTROL_PARAMS = {"format"}
+PAGE_PARAMS = {"cursor", "page_size"}
+
+
+class StrictCursorPagination(CursorPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+    ordering = "-id"
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
+            raise ValidationError(
+                {"page_size": f"A whole number from 1 to {self.max_page_size}, not {raw!r}."}
+            )
+        return int(raw)
+
+    def get_ordering(self, request, queryset, view):
+        # RunFilter has validated `ordering` already (a bad value is a 400 before this runs);
+        # the cursor needs it as model fields with a unique tie-breaker.
+        raw = request.query_params.get("ordering", "") if view is not None else ""
+        terms = [t.strip() for t in raw.split(",") if t.strip()]
+        if terms and getattr(view, "filterset_class", None) is RunFilter:
+            fields = [("-" if t.startswith("-") else "") + ORDERINGS[t.lstrip("-")] for t in terms]
+            return (*fields, "-id" if terms[0].startswith("-") else "id")
+        return (self.ordering,) if isinstance(self.ordering, str) else self.ordering
+
+    def decode_cursor(self, request):
+        # DRF reads any base64 it can as "start from the beginning"; a cursor this API did not
+        # issue is a client bug worth saying so.
+        bad = ValidationError(
+            {"cursor": "Not a cursor this API issued: follow the next/previous links."}
+        )
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
+        try:
+            decoded = base64.b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+        except (UnicodeError, ValueError, binascii.Error):
+            raise bad from None
+        tokens = parse.parse_qs(decoded, keep_blank_values=True)
+        if not tokens or set(tokens) - {"o", "r", "p"}:
+            raise bad
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise bad from None
+
+
+class StrictQueryMixin:
+    """Reject query parameters the endpoint does not know."""
+
+    extra_params: set[str] = set()
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        allowed = CONTROL_PARAMS | self.extra_params
+        if getattr(self, "pagination_class", None) is not None and hasattr(self, "list"):
+            allowed |= PAGE_PARAMS
+        if getattr(self, "filterset_class", None):
+            allowed |= set(self.filterset_class.base_filters)
+        unknown = sorted(set(request.query_params) - allowed)
+        if unknown:
+            raise ValidationError(
+                {
+                    "query": f"Unknown parameter(s): {', '.join(unknown)}. "
+                    f"Known: {', '.join(sorted(allowed))}."
+                }
+            )
+
+
+def _runs():
+    # The catalogue relations come from runs.memo (see AttachCatalogueMixin), not from joins.
+    return Run.objects.public().select_related("workload", "group")
+
+
+class AttachCatalogueMixin:
+    """Attach the shared catalogue rows to the runs about to be serialised."""
+
+    def get_serializer(self, *args, **kwargs):
+        if args:
+            memo.attach(args[0] if isinstance(args[0], list) else [args[0]])
+        return super().get_serializer(*args, **kwargs)
+
+
+@method_decorator(public_page, name="dispatch")
+class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
+    """Current runs, newest import first; filter with the same parameters as /runs/."""
+
+    serializer_class = s.RunSerializer
+    filterset_class = RunFilter
+    pagination_class = StrictCursorPagination
+
+    def get_queryset(self):
+        return _runs()
+
+
+@method_decorator(public_page, name="dispatch")
+class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView):
+    serializer_class = s.RunDetailSerializer
+    lookup_field = "public_id"
+
+    def get_queryset(self):
+        return _runs()
+
+
+@method_decorator(public_page, name="dispatch")
+class RunLookup(StrictQueryMixin, APIView):
+    """Find a run by its source and upstream external id."""
+
+    extra_params = {"source", "external_id"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("source", str, required=True),
+            OpenApiParameter("external_id", str, required=True),
+        ],
+        responses=s.RunDetailSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        source = request.query_params.get("source", "")
+        external_id = request.query_params.get("external_id", "")
+        missing = [n for n, v in (("source", source), ("external_id", external_id)) if not v]
+        if missing:
+            raise ValidationError({n: "This parameter is required." for n in missing})
+        run = _runs().filter(source__slug=source, external_id=external_id).first()
+        if run is None:
+            raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
+        memo.attach([run])
+        return Response(s.RunDetailSerializer(run).data)
+
+
+@method_decorator(public_page, name="dispatch")
+class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
+    serializer_class = s.BenchmarkSerializer
+    pagination_class = StrictCursorPagination
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return Benchmark.objects.annotate(n=Count("runs", filter=Q(runs__is_current=True)))
+
+
+@method_decorator(public_page, name="dispatch")
+class BenchmarkDetail(StrictQueryMixin, generics.RetrieveAPIView):
+    serializer_class = s.BenchmarkSerializer
+    lookup_field = "slug"
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return Benchmark.objects.annotate(n=Count("runs", filter=Q(runs__is_current=True)))
+
+
+class GroupFilterMixin:
+    extra_params = {"benchmark", "timed_pass", "metric"}
+
+    def get_queryset(self):
+        qs = ComparisonGroup.objects.select_related(
+            "benchmark", "workload", "environment__gpu", "publication"
+        )
+        params = self.request.query_params
+        if params.get("timed_pass") and params["timed_pass"] not in TimedPass.values:
+            raise ValidationError({"timed_pass": f"One of: {', '.join(TimedPass.values)}."})
+        if params.get("metric") and params["metric"] not in ("latency", "memory"):
+            raise ValidationError({"metric": "One of: latency, memory."})
+        if params.get("benchmark"):
+            qs = qs.filter(benchmark__slug=params["benchmark"])
+        for name in ("timed_pass", "metric"):
+            if params.get(name):
+                qs = qs.filter(**{name: params[name]})
+        return qs
+
+
+@method_decorator(public_page, name="dispatch")
+@extend_schema(
+    parameters=[
+        OpenApiParameter("benchmark", str),
+        OpenApiParameter("timed_pass", str),
+        OpenApiParameter("metric", str),
+    ]
+)
+class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
+    """Comparison groups; each one's ranked runs are at its detail URL."""
+
+    serializer_class = s.GroupSerializer
+    pagination_class = StrictCursorPagination
+    filter_backends: list = []
+
+
+@method_decorator(public_page, name="dispatch")
+class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
+    serializer_class = s.GroupDetailSerializer
+    filter_backends: list = []
+
+    def get_object(self):
+        key = self.kwargs["key"]
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            raise ValidationError({"key": "A comparison key is 64 lowercase hex characters."})
+        ranked = Run.objects.public().select_related("implementation").ranked()
+        group = (
+            ComparisonGroup.objects.select_related(
+                "benchmark", "workload", "environment__gpu", "publication"
+            )
+            .prefetch_related(Prefetch("runs", queryset=ranked, to_attr="ranked_runs"))
+            .filter(key=f"sha256:{key}")
+            .first()
+        )
+        if group is None:
+            raise NotFound("No comparison group has this key.")
+        return group
+
+
+@method_decorator(public_page, name="dispatch")
+class SourceList(StrictQueryMixin, generics.ListAPIView):
+    serializer_class = s.SourceSerializer
+    queryset = Source.objects.order_by("slug")
+    pagination_class = None
+    filter_backends: list = []
+
+
+@method_decorator(public_page, name="dispatch")
+class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
+    serializer_class = s.SourceSerializer
+    queryset = Source.objects.all()
+    lookup_field = "slug"
+    filter_backends: list = []
+
+
+@method_decorator(public_page, name="dispatch")
+class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
+    serializer_class = s.EnvironmentSerializer
+    queryset = Environment.objects.select_related("gpu")
+    pagination_class = StrictCursorPagination
+    filter_backends: list = []
+
+
+@method_decorator(public_page, name="dispatch")
+class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
+    serializer_class = s.EnvironmentSerializer
+    filter_backends: list = []
+
+    def get_object(self):
+        key = self.kwargs["digest"]
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            raise ValidationError(
+                {"digest": "An environment digest is 64 lowercase hex characters."}
+            )
+        env = Environment.objects.select_related("gpu").filter(digest=f"sha256:{key}").first()
+        if env is None:
+            raise NotFound("No environment has this digest.")
+        return env
+
+
+# Bulk export ---------------------------------------------------------------------------------
+
+EXPORT_FIELDS = [
+    "public_id",
+    "revision",
+    "benchmark__slug",
+    "implementation__provider_key",
+    "workload__label",
+    "environment__gpu__slug",
+    "timed_pass",
+    "metric",
+    "unit",
+    "median",
+    "p20",
+    "p80",
+    "rank",
+    "evidence",
+    "source__slug",
+    "publication__slug",
+    "external_id",
+    "observed_at",
+    "digest",
+    "group__key",
+]
+EXPORT_HEADER = [
+    "public_id",
+    "revision",
+    "benchmark",
+    "implementation",
+    "workload",
+    "gpu",
+    "timed_pass",
+    "metric",
+    "unit",
+    "median",
+    "p20",
+    "p80",
+    "rank",
+    "evidence",
+    "source",
+    "publication",
+    "external_id",
+    "observed_at",
+    "digest",
+    "comparison_key",
+]
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _export_rows(request: HttpRequest):
+    unknown = sorted(set(request.GET) - set(RunFilter.base_filters))
+    if unknown:
+        return None, {"query": f"Unknown parameter(s): {', '.join(unknown)}."}
+    filterset = RunFilter(request.GET, queryset=Run.objects.public())
+    if not filterset.is_valid():
+        return None, {k: " ".join(v) for k, v in filterset.errors.items()}
+    # Server-side cursor in chunks: memory stays flat whatever the size of the set.
+    rows = filterset.qs.order_by("id").values_list(*EXPORT_FIELDS).iterator(chunk_size=2000)
+    return rows, None
+
+
+def _bad_request(errors: dict):
+    from django.http import JsonResponse
+
+    return JsonResponse(errors, status=400)
+
+
+@require_safe
+def export_csv(request: HttpRequest):
+    rows, errors = _export_rows(request)
+    if errors:
+        return _bad_request(errors)
+    writer = csv.writer(_Echo())
+
+    def stream() -> Iterator[str]:
+        yield writer.writerow(EXPORT_HEADER)
+        for row in rows:
+            yield writer.writerow([v.isoformat() if hasattr(v, "isoformat") else v for v in row])
+
+    response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="kernelindex-runs.csv"'
+    return response
+
+
+@require_safe
+def export_jsonl(request: HttpRequest):
+    rows, errors = _export_rows(request)
+    if errors:
+        return _bad_request(errors)
+
+    def stream() -> Iterator[str]:
+        for row in rows:
+            record = dict(zip(EXPORT_HEADER, row, strict=True))
+            record["observed_at"] = record["observed_at"].isoformat()
+            yield json.dumps(record, ensure_ascii=False) + "\n"
+
+    response = StreamingHttpResponse(stream(), content_type="application/jsonl; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="kernelindex-runs.jsonl"'
+    return response
+
+
+# Docs ----------------------------------------------------------------------------------------
+
+_schema_cache: dict = {}
+
+
+@require_safe
+def docs(request: HttpRequest):
+    """A self-contained reference rendered from the OpenAPI schema: no external assets."""
+    if "schema" not in _schema_cache:
+        _schema_cache["schema"] = SchemaGenerator().get_schema(request=None, public=True)
+    schema = _schema_cache["schema"]
+    operations = []
+    for path, methods in schema["paths"].items():
+        for method, op in methods.items():
+            operations.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": op.get("description", "").strip().split("\n")[0],
+                    "parameters": op.get("parameters", []),
+                }
+            )
+    return render(request, "runs/api_docs.html", {"schema": schema, "operations": operations})

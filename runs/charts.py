@@ -1,0 +1,271 @@
+"""Server-rendered SVG charts: readable without JavaScript and by screen readers.
+
+Every chart has a <title> and a <desc> that a screen reader announces (the desc lists the
+numbers, so the chart is never the only place a value lives), axis labels with units, and a
+legend. Text is escaped here; templates insert the result as-is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from html import escape
+
+# Colour-blind-safe palette (Okabe-Ito), in legend order.
+PALETTE = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#f0e442"]
+MARKERS = ["circle", "square", "diamond", "triangle"]
+
+
+@dataclass
+class Series:
+    name: str
+    points: list[tuple[float, float]] = field(default_factory=list)
+
+
+def _is_powers_of_two(xs: list[float]) -> bool:
+    values = sorted({x for x in xs if x > 0})
+    if len(values) < 3 or len(values) != len({x for x in xs}):
+        return False
+    return all(math.log2(v).is_integer() for v in values) and values[-1] / values[0] >= 8
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 0.001:
+        if t >= lo - step * 0.001:
+            ticks.append(round(t, 10))
+        t += step
+    return ticks
+
+
+def _fmt_x(x: float) -> str:
+    if x >= 1024 and float(x).is_integer() and math.log2(x).is_integer():
+        return f"{int(x) // 1024}K" if x < 2**20 else f"{int(x) // 2**20}M"
+    return f"{x:g}"
+
+
+def _marker(kind: str, x: float, y: float, colour: str) -> str:
+    if kind == "square":
+        return f'<rect x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6" fill="{colour}"/>'
+    if kind == "diamond":
+        return (
+            f'<path d="M{x:.1f} {y - 4:.1f}L{x + 4:.1f} {y:.1f}L{x:.1f} {y + 4:.1f}'
+            f'L{x - 4:.1f} {y:.1f}Z" fill="{colour}"/>'
+        )
+    if kind == "triangle":
+        return (
+            f'<path d="M{x:.1f} {y - 4:.1f}L{x + 4:.1f} {y + 3:.1f}L{x - 4:.1f} {y + 3:.1f}Z" '
+            f'fill="{colour}"/>'
+        )
+    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>'
+
+
+def line_chart(
+    *,
+    chart_id: str,
+    title: str,
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    y_scale: float,
+    y_unit: str,
+    width: int = 640,
+    height: int = 320,
+) -> str:
+    """One line per series. y values are divided by y_scale and labelled in y_unit.
+
+    x is logarithmic (base 2) when the sweep is powers of two, as upstream's sweeps mostly are.
+    """
+    xs = [x for s in series for x, _ in s.points]
+    ys = [y / y_scale for s in series for _, y in s.points]
+    if not xs:
+        return ""
+    log_x = _is_powers_of_two(xs)
+    left, right, top, bottom = 64, 16, 16, 48
+    legend_h = 18 * len(series)
+    plot_w, plot_h = width - left - right, height - top - bottom
+    total_h = height + legend_h
+    fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
+    x_lo, x_hi = min(fx(x) for x in xs), max(fx(x) for x in xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    y_ticks = _nice_ticks(0, max(ys) * 1.05)
+    y_hi = y_ticks[-1] or 1
+
+    def px(x: float) -> float:
+        return left + (fx(x) - x_lo) / (x_hi - x_lo) * plot_w
+
+    def py(y: float) -> float:
+        return top + plot_h - (y / y_scale) / y_hi * plot_h
+
+    desc_parts = []
+    for s in series:
+        values = ", ".join(f"{_fmt_x(x)}: {y / y_scale:.4g} {y_unit}" for x, y in s.points)
+        desc_parts.append(f"{s.name}: {values}.")
+    desc = (
+        f"{y_label} ({y_unit}) against {x_label}"
+        + (" on a logarithmic axis" if log_x else "")
+        + ". "
+        + " ".join(desc_parts)
+    )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" role="img" '
+        f'viewBox="0 0 {width} {total_h}" aria-labelledby="{chart_id}-t {chart_id}-d">',
+        f'<title id="{chart_id}-t">{escape(title)}</title>',
+        f'<desc id="{chart_id}-d">{escape(desc)}</desc>',
+        f'<rect class="plot-bg" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+        f'fill="none" stroke="#bbb"/>',
+    ]
+    for t in y_ticks:
+        y = top + plot_h - t / y_hi * plot_h
+        out.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{t:g}</text>'
+        )
+    for x in sorted(set(xs)):
+        X = px(x)
+        out.append(
+            f'<line x1="{X:.1f}" x2="{X:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
+            f'stroke="#555"/><text class="tick" x="{X:.1f}" y="{top + plot_h + 17}" '
+            f'text-anchor="middle">{escape(_fmt_x(x))}</text>'
+        )
+    out.append(
+        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{top + plot_h + 38}" '
+        f'text-anchor="middle">{escape(x_label)}{" (log scale)" if log_x else ""}</text>'
+        f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
+        f'text-anchor="middle">{escape(y_label)} ({escape(y_unit)})</text>'
+    )
+    for i, s in enumerate(series):
+        colour = PALETTE[i % len(PALETTE)]
+        marker = MARKERS[i % len(MARKERS)]
+        pts = sorted(s.points)
+        path = " ".join(
+            f"{'M' if j == 0 else 'L'}{px(x):.1f} {py(y):.1f}" for j, (x, y) in enumerate(pts)
+        )
+        out.append(f'<g class="series" data-series="{escape(s.name)}">')
+        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        out.extend(_marker(marker, px(x), py(y), colour) for x, y in pts)
+        out.append("</g>")
+        ly = height + 18 * i + 4
+        out.append(
+            f'<g class="legend-item">{_marker(marker, left + 6, ly, colour)}'
+            f'<line x1="{left - 4}" x2="{left + 16}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+            f'stroke-width="2"/><text x="{left + 24}" y="{ly + 4}">{escape(s.name)}</text></g>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bar_chart(
+    *,
+    chart_id: str,
+    title: str,
+    bars: list[tuple[str, float, bool]],
+    value_label: str,
+    y_scale: float,
+    y_unit: str,
+    width: int = 640,
+) -> str:
+    """Horizontal bars, one per (label, value, highlighted), in the order given (rank order)."""
+    if not bars:
+        return ""
+    left, right, top, row = 200, 90, 8, 26
+    height = top + row * len(bars) + 36
+    plot_w = width - left - right
+    hi = max(v for _, v, _ in bars) / y_scale or 1
+    desc = f"{value_label} ({y_unit}): " + "; ".join(
+        f"{label} {v / y_scale:.4g}" for label, v, _ in bars
+    )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart bar-chart" role="img" '
+        f'viewBox="0 0 {width} {height}" aria-labelledby="{chart_id}-t {chart_id}-d">',
+        f'<title id="{chart_id}-t">{escape(title)}</title>',
+        f'<desc id="{chart_id}-d">{escape(desc)}.</desc>',
+    ]
+    for i, (label, value, highlight) in enumerate(bars):
+        y = top + i * row
+        w = (value / y_scale) / hi * plot_w
+        colour = PALETTE[1] if highlight else PALETTE[0]
+        out.append(
+            f'<g class="bar"><text x="{left - 8}" y="{y + 16}" text-anchor="end">'
+            f"{escape(label)}</text>"
+            f'<rect x="{left}" y="{y + 4}" width="{max(w, 1):.1f}" height="{row - 8}" '
+            f'fill="{colour}"/><text class="value" x="{left + w + 6:.1f}" y="{y + 16}">'
+            f"{value / y_scale:.4g} {escape(y_unit)}</text></g>"
+        )
+    axis_y = top + row * len(bars) + 4
+    out.append(
+        f'<line x1="{left}" x2="{left + plot_w}" y1="{axis_y}" y2="{axis_y}" stroke="#555"/>'
+        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{axis_y + 24}" '
+        f'text-anchor="middle">{escape(value_label)} ({escape(y_unit)}), shorter is better</text>'
+    )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def sparkline(
+    *,
+    chart_id: str,
+    title: str,
+    points: list[tuple[str, float]],
+    y_scale: float,
+    y_unit: str,
+    current: int | None = None,
+    width: int = 320,
+    height: int = 64,
+) -> str:
+    """A small history plot: one point per publication, oldest left; `current` is highlighted."""
+    if len(points) < 2:
+        return ""
+    pad = 6
+    values = [v / y_scale for _, v in points]
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1
+    step = (width - 2 * pad) / (len(points) - 1)
+
+    def xy(i: int, v: float) -> tuple[float, float]:
+        return pad + i * step, height - pad - (v - lo) / span * (height - 2 * pad)
+
+    coords = [xy(i, v) for i, v in enumerate(values)]
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f} {y:.1f}" for i, (x, y) in enumerate(coords))
+    desc = (
+        f"{len(points)} measurements, oldest first, from {lo:.4g} to {hi:.4g} {y_unit}: "
+        + ", ".join(f"{label} {v:.4g}" for (label, _), v in zip(points, values, strict=True))
+    )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart sparkline" role="img" '
+        f'viewBox="0 0 {width} {height}" aria-labelledby="{chart_id}-t {chart_id}-d">',
+        f'<title id="{chart_id}-t">{escape(title)}</title>',
+        f'<desc id="{chart_id}-d">{escape(desc)}.</desc>',
+        f'<g class="series"><path d="{path}" fill="none" stroke="{PALETTE[0]}" '
+        f'stroke-width="1.5"/>',
+    ]
+    for i, (x, y) in enumerate(coords):
+        colour = PALETTE[1] if i == current else PALETTE[0]
+        r = 3.5 if i == current else 2
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{colour}"/>')
+    out.append("</g></svg>")
+    return "".join(out)
+
+
+def unit_scale(unit: str, values: list[float]) -> tuple[float, str]:
+    """One display unit for a whole chart, picked from its largest value."""
+    top = max(values) if values else 0
+    if unit == "ns":
+        for factor, name in [(1e9, "s"), (1e6, "ms"), (1e3, "µs")]:
+            if top >= factor:
+                return factor, name
+        return 1, "ns"
+    if unit == "B":
+        for factor, name in [(2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")]:
+            if top >= factor:
+                return factor, name
+        return 1, "B"
+    return 1, unit

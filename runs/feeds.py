@@ -1,0 +1,54 @@
+"""Atom feed of newly imported runs."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.syndication.views import Feed
+from django.utils.feedgenerator import Atom1Feed
+
+from runs.models import Run
+from runs.templatetags.runs_tags import scale
+
+
+class LatestRunsFeed(Feed):
+    feed_type = Atom1Feed
+    title = "KernelIndex: newly imported runs"
+    subtitle = "GPU-kernel benchmark runs as they are imported, newest first."
+    link = "/runs/?ordering=-imported"
+
+    def feed_url(self) -> str:
+        return settings.SITE_ROOT + "/feeds/runs.atom"
+
+    def items(self):
+        return (
+            Run.objects.public()
+            .select_related("benchmark", "implementation", "environment__gpu", "source")
+            .order_by("-created_at", "-id")[:50]
+        )
+
+    def item_title(self, item: Run) -> str:
+        return (
+            f"{item.benchmark.title} · {item.implementation.display_name} · {item.timed_pass}: "
+            f"{scale(item.median, item.unit)} median on {item.environment.gpu.upstream_name}"
+        )
+
+    def item_description(self, item: Run) -> str:
+        return (
+            f"Run {item.public_id} from {item.source.name}, observed "
+            f"{item.observed_at:%Y-%m-%d}, rank {item.rank or '—'} in its comparison group. "
+            f"Digest {item.digest}."
+        )
+
+    def item_guid(self, item: Run) -> str:
+        return f"{settings.SITE_ROOT}{item.get_absolute_url()}#r{item.revision}"
+
+    item_guid_is_permalink = False
+
+    def item_pubdate(self, item: Run):
+        return item.created_at
+
+    def item_updateddate(self, item: Run):
+        return item.created_at
+
+    def item_author_name(self, item: Run) -> str:
+        return item.source.name

@@ -1,0 +1,216 @@
+"""A cheap fingerprint of the public data, for ETags, Last-Modified and the page cache.
+
+The fingerprint is the number and time of the latest ImportRecord (every ingest writes one)
+plus a counter in the cache that other writes bump through `data_changed()`: evidence changes
+by controlled reruns and moderated attestations change pages without importing anything, so
+their services call it after commit. Cached pages are keyed by the fingerprint, so a change
+makes every old entry unreachable instead of having to find and delete it.
+
+The fingerprint is remembered in the process for FINGERPRINT_TTL seconds (a second or two), so
+a burst of requests costs one query; a change shows up at most that long after it commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from datetime import datetime
+from functools import wraps
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Count, Max
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.http import http_date
+from django.utils.text import compress_string
+
+from runs.models import ImportRecord
+
+logger = logging.getLogger(__name__)
+
+VERSION_KEY = "runs:data-version"
+_memo: dict = {"at": -1e9, "value": None}
+
+
+def data_changed() -> None:
+    """Call after a write that changes public pages (saves of the apps' models do it for you).
+
+    Bumped now and again after commit: a request that read the old rows while the write was
+    still uncommitted may have cached them under the first bump; the second retires that entry.
+    """
+    _bump()
+    transaction.on_commit(_bump)
+
+
+def _bump() -> None:
+    _memo["at"] = -1e9
+    try:
+        try:
+            cache.incr(VERSION_KEY)
+        except ValueError:
+            cache.set(VERSION_KEY, 1, timeout=None)
+    except Exception:  # noqa: BLE001 - a cache outage must not fail the write that called us
+        # Pages cached before the outage stay until PAGE_CACHE_SECONDS runs out.
+        logger.warning("could not bump the page-cache data version", exc_info=True)
+
+
+# Apps whose rows appear on public pages. Runs may not import the others (imports run one way),
+# so they are named here. Bulk writes (bulk_create, update()) send no signal: ingest is covered
+# by the ImportRecord it saves, and any other bulk writer calls data_changed() itself.
+PUBLIC_DATA_APPS = frozenset({"runs", "attestations", "reruns"})
+
+
+def on_saved(sender, **kwargs) -> None:
+    if sender._meta.app_label in PUBLIC_DATA_APPS:
+        data_changed()
+
+
+def data_fingerprint() -> tuple[str, datetime | None]:
+    """(fingerprint, time of the latest change known) of everything the public pages show."""
+    ttl = getattr(settings, "FINGERPRINT_TTL", 2.0)
+    now = time.monotonic()
+    if _memo["value"] is not None and now - _memo["at"] < ttl:
+        return _memo["value"]
+    agg = ImportRecord.objects.aggregate(last=Max("imported_at"), n=Count("id"))
+    version = _cache_call(cache.get, VERSION_KEY, 0)
+    # Without the version counter a change cannot retire cached pages: cache nothing meanwhile.
+    _memo["cache_ok"] = version is not None
+    last = agg["last"]
+    value = (f"{agg['n']}.{last.timestamp() if last else 0:.6f}.{version}", last)
+    _memo.update(at=now, value=value)
+    return value
+
+
+def _cache_call(method, *args):
+    """The shared cache is an accelerator: when it is down, pages are rendered, not refused."""
+    try:
+        return method(*args)
+    except Exception:  # noqa: BLE001
+        logger.warning("page cache unavailable", exc_info=True)
+        return None
+
+
+def reset() -> None:
+    """Start on a new fingerprint with nothing remembered: tests whose database rolled back
+    while the cache kept its pages."""
+    _bump()
+    _memo.update(at=-1e9, value=None)
+    _local.clear()
+
+
+def public_page(view):
+    """ETag, Last-Modified and Cache-Control for a read-only page, and a page cache for anonymous
+    GETs keyed by the data fingerprint.
+
+    Logged-in readers are never served from or stored into the shared cache: their pages may
+    carry their own drafts or forms. The access date in citations is part of the key, so a page
+    never shows yesterday's date.
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            return view(request, *args, **kwargs)
+        fingerprint, last = data_fingerprint()
+        # Without a session cookie or credentials the reader is anonymous: no need to load the
+        # session (and to add Vary: Cookie from it) just to learn that.
+        anonymous = (
+            settings.SESSION_COOKIE_NAME not in request.COOKIES
+            and "Authorization" not in request.headers
+        ) or not request.user.is_authenticated
+        seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
+        use_cache = anonymous and seconds > 0 and _memo.get("cache_ok", True)
+        # Cached pages are stored compressed for clients that take gzip, so a hit is not
+        # compressed again on every request; each encoding is its own entry and ETag.
+        gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
+        raw = "|".join(
+            [
+                request.get_full_path(),
+                fingerprint,
+                timezone.now().date().isoformat(),
+                "anon" if anonymous else f"user:{request.user.pk}",
+                # The API negotiates JSON or the browsable HTML on the same URL.
+                request.headers.get("Accept", ""),
+                "gzip" if gzipped else "identity",
+            ]
+        )
+        etag = '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
+        last_ts = int(last.timestamp()) if last else None
+        not_modified = get_conditional_response(request, etag=etag, last_modified=last_ts)
+        if not_modified is not None:
+            _headers(not_modified, anonymous)
+            return not_modified
+        key = f"page:{etag.strip(chr(34))}"
+        if use_cache:
+            hit = _local.get(key)
+            if hit is None:
+                hit = _cache_call(cache.get, key)
+                if hit is not None:
+                    _remember(key, hit)
+            if hit is not None:
+                # The headers were worked out when the page was stored; set them as they were.
+                content_type, body, headers = hit
+                response = HttpResponse(body, content_type=content_type)
+                for name, value in headers:
+                    response.headers[name] = value
+                response.headers["X-Page-Cache"] = "hit"
+                return response
+        response = view(request, *args, **kwargs)
+        if response.status_code != 200 or getattr(response, "streaming", False):
+            return response
+        if hasattr(response, "render") and not response.is_rendered:
+            response.render()  # DRF and TemplateResponse render lazily
+        if use_cache and gzipped and not response.has_header("Content-Encoding"):
+            response.content = compress_string(response.content)
+            response["Content-Encoding"] = "gzip"
+            patch_vary_headers(response, ["Accept-Encoding"])
+        _finish(response, etag, last, anonymous)
+        if use_cache:
+            headers = tuple(
+                (name, value)
+                for name, value in response.items()
+                if name.lower() not in ("content-type", "content-length", "x-page-cache")
+            )
+            entry = (response["Content-Type"], response.content, headers)
+            _cache_call(cache.set, key, entry, seconds)
+            _remember(key, entry)
+            response["X-Page-Cache"] = "miss"
+        return response
+
+    return wrapper
+
+
+# A small per-process copy of the shared page cache: a hit costs a dict lookup instead of a
+# round trip. Keys carry the data fingerprint, so a change makes old entries unreachable here
+# too; the size bound evicts them, oldest first.
+_LOCAL_ENTRIES = 256
+_LOCAL_MAX_BYTES = 256 * 1024
+_local: dict[str, tuple[str, bytes, tuple]] = {}
+
+
+def _remember(key: str, entry: tuple[str, bytes, tuple]) -> None:
+    if len(entry[1]) > _LOCAL_MAX_BYTES:
+        return
+    if len(_local) >= _LOCAL_ENTRIES:
+        _local.pop(next(iter(_local)))
+    _local[key] = entry
+
+
+def _headers(response: HttpResponse, anonymous: bool) -> None:
+    if anonymous:
+        patch_cache_control(response, public=True, max_age=60)
+    else:
+        patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ["Cookie", "Accept"])
+
+
+def _finish(response: HttpResponse, etag: str, last, anonymous: bool) -> HttpResponse:
+    response["ETag"] = etag
+    if last:
+        response["Last-Modified"] = http_date(last.timestamp())
+    _headers(response, anonymous)
+    return response

@@ -1,0 +1,129 @@
+"""Template filters of the runs app: measurements scaled for reading, digests shortened."""
+
+from __future__ import annotations
+
+import json
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from runs.models import Evidence
+
+register = template.Library()
+
+_TIME_UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns")]
+_BYTE_UNITS = [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")]
+
+
+def _decimals(scaled: float) -> int:
+    # Four significant figures at most, enough to tell p20 from p80 apart.
+    if scaled >= 100:
+        return 1
+    if scaled >= 10:
+        return 2
+    return 3
+
+
+def scale(value: float | int | None, unit: str, sep: str = " ") -> str:
+    """385536 ns -> "385.5 µs"; 39007436 B -> "37.2 MiB"."""
+    if value is None:
+        return "—"
+    units = _TIME_UNITS if unit == "ns" else _BYTE_UNITS if unit == "B" else [(1, unit)]
+    for factor, name in units:
+        if abs(value) >= factor or factor == 1:
+            if factor == 1:
+                return f"{value:g}{sep}{name}"
+            scaled = value / factor
+            digits = 1 if unit == "B" else _decimals(abs(scaled))
+            return f"{scaled:.{digits}f}{sep}{name}"
+    return f"{value}{sep}{unit}"  # pragma: no cover - the loop always returns
+
+
+@register.filter
+def measure(value, unit: str) -> str:
+    """With a space: `384.7 µs`."""
+    return scale(value, unit, " ")
+
+
+@register.filter
+def measure_tight(value, unit: str) -> str:
+    """The headline form without a space: `385.5µs`."""
+    return scale(value, unit, "")
+
+
+@register.filter
+def short_digest(digest: str, length: int = 16) -> str:
+    """sha256:78ac499f974d304d… — enough to recognise, the full value is one click away."""
+    if not digest:
+        return ""
+    algo, _, hexpart = digest.partition(":")
+    return f"{algo}:{hexpart[: int(length)]}…"
+
+
+@register.filter
+def group_slug(key: str) -> str:
+    return key.removeprefix("sha256:")[:16]
+
+
+@register.filter
+def shape(dims) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+@register.filter
+def spaced(name: str) -> str:
+    """ms_20 -> "ms 20": the source's own metric names, readable."""
+    return str(name).replace("_", " ")
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+EVIDENCE_EXPLANATIONS = {
+    Evidence.REPORTED: "The source published this number; nobody has re-measured it yet.",
+    Evidence.CHECKED: (
+        "A KernelIndex-controlled rerun ran this implementation on this workload and its output "
+        "matched a reference implementation within the comparator's tolerance."
+    ),
+    Evidence.REPRODUCED: (
+        "A KernelIndex-controlled rerun on the same GPU product reproduced the median within "
+        "tolerance."
+    ),
+    Evidence.NOT_REPRODUCED: (
+        "A KernelIndex-controlled rerun on the same GPU product measured a median outside "
+        "tolerance."
+    ),
+    Evidence.INCORRECT: (
+        "A KernelIndex-controlled rerun found that this implementation's output did not match "
+        "the reference."
+    ),
+    Evidence.CONTROLLED: "KernelIndex measured this run itself, on a GPU it controls.",
+}
+
+
+@register.simple_tag
+def evidence_badge(level: str) -> str:
+    """A labelled badge whose title explains the level (a tag, not an include: it is on every
+    run page twice and in hot paths)."""
+    label = Evidence(level).label if level in Evidence.values else level
+    return format_html(
+        '<span class="badge evidence evidence-{}" title="{}"><span class="badge-label">'
+        "Evidence:</span> {}</span>",
+        level,
+        EVIDENCE_EXPLANATIONS.get(level, ""),
+        label,
+    )
+
+
+@register.simple_tag
+def svg(chart) -> str:
+    """Charts are built by runs.charts, which escapes every text it places."""
+    return mark_safe(chart)  # noqa: S308 - built from escaped parts in runs.charts

@@ -1,0 +1,260 @@
+"""The run page: every section and figure of the reference page, in its order, plus the
+evidence badge, cell history and physical floor; HTTP caching; constant query counts."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+
+from runs.models import Evidence, Run
+from tests.factories import (
+    BenchmarkFactory,
+    PublicationFactory,
+    RunFactory,
+    SourceFactory,
+    workload_for,
+)
+from tests.pages import grow, queries, text_of
+
+SECTIONS = [
+    "Primary measurement",
+    "Identity",
+    "Correctness",
+    "Evidence",
+    "Workload",
+    "Measurements",
+    "Protocol",
+    "Environment",
+    "Artifacts",
+    "Replications and notes",
+    "Canonical manifest",
+    "Cite this record (permalink, digest, access date)",
+    "Report an issue with this run",
+]
+
+
+def test_example_page_carries_every_section_and_figure(client, example_run):
+    response = client.get(f"/runs/{example_run.public_id}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    text = text_of(response)
+    assert f"<title>Run {example_run.public_id} · KernelIndex</title>" in html
+
+    headings = [
+        unescape(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", html)
+    ]
+    assert headings == SECTIONS
+
+    assert "385.5µs median" in text
+    assert "Rank 2 in its comparison group · source-native comparison · observed 2025-08-07" in text
+    assert "Compare with #1 →" in text
+    assert (
+        "ms 20 0.3846847891807556 · ms 50 0.38553598523139954 · ms 80 0.38624000549316406" in text
+    )
+    for figure in [
+        "implementation Transformers",
+        "project Hugging Face Transformers",
+        "revision unknown",
+        "workload seq = 4096 · hidden = 8192 · q_heads = 32 · kv_heads = 8 · bf16",
+        # The example's run digest and comparison key hash a workload and implementation spec
+        # this index spells differently; the page shows this index's own, truncated the same way.
+        f"comparison key {example_run.group.key[:23]}…",
+        "source Liger-Kernel benchmarks",
+        f"external id {example_run.external_id}",
+        f"digest {example_run.digest[:30]}…",
+        "Marked passed by the source; the correctness policy was not published.",
+        "seq 4096 hidden 8192 q_heads 32 kv_heads 8",
+        "k bf16 [1, 4096, 8, 256] q bf16 [1, 4096, 32, 256]",
+        "definition comparator not_asserted",
+        "latency · median 385.5 µs",
+        "latency · p20 384.7 µs",
+        "latency · p80 386.2 µs",
+        "harness Liger-Kernel benchmark scripts",
+        "timer cuda_events",
+        "primaryStatistic median",
+        "comparabilityFamily liger_kernel_bench",
+        "gpu NVIDIA H100 (sm_90)",
+        "sha256:a79eaf4df66c97c6adc1fb2d09df78682155d1ea86652ae0b70199875bde7747",
+        "sha256:2750ae381d6de582f1eb6b9008e0987463d19ede8af127d97d76c5ae09121393",
+        "No artifacts published with this run.",
+        "No attestations yet.",
+        "Community attestations. They never change the evidence level; only a "
+        "KernelIndex-controlled rerun does.",
+        "Add a reproduction or note",
+        "Show manifest",
+        "Published 2026-08-20 · Liger-Kernel benchmarks · BSD-2-Clause · "
+        "All results for Llama 4 rotary position embedding → · JSON",
+        "Evidence: Reported",
+        "Controlled reruns",
+    ]:
+        assert figure in text, figure
+    # Links the page promises.
+    assert f'href="/runs/{example_run.public_id}/attest/"' in html
+    assert f'href="/runs/{example_run.public_id}/report/"' in html
+    assert f'href="/runs/{example_run.public_id}.json"' in html
+    assert 'href="/benchmarks/llama4_rope/"' in html
+    assert (
+        f'<link rel="canonical" href="http://localhost:8000/runs/{example_run.public_id}/">' in html
+    )
+    # The manifest is on the page, collapsed, and names the digests it pins.
+    assert '<details class="manifest">' in html
+    assert "&quot;protocolDigest&quot;: &quot;sha256:a79eaf4d" in html
+
+
+def test_compare_link_targets_the_leader(client, example_run):
+    leader = Run.objects.public().get(group=example_run.group, rank=1)
+    html = client.get(f"/runs/{example_run.public_id}/").content.decode()
+    assert (
+        f'href="/runs/{example_run.public_id}/compare/{leader.public_id}/">Compare with #1 →'
+        in html
+    )
+
+
+def test_rank_one_has_no_compare_link(client, example_run):
+    leader = Run.objects.public().get(group=example_run.group, rank=1)
+    assert "Compare with #1" not in client.get(f"/runs/{leader.public_id}/").content.decode()
+
+
+def test_physical_floor_counts_inputs_read_and_outputs_written_once(client, example_run):
+    text = text_of(client.get(f"/runs/{example_run.public_id}/"))
+    # q [1,4096,32,256] + k [1,4096,8,256] in bf16 = 80 MiB read, the same written.
+    assert "read its inputs once (80.0 MiB) and write its outputs once (80.0 MiB)" in text
+    assert (
+        "160.0 MiB at the NVIDIA H100's datasheet peak of 3350 GB/s takes at least 50.08 µs" in text
+    )
+    assert "The median is 7.7× this floor." in text
+    assert "Implausible" not in text
+
+
+@pytest.mark.django_db
+def test_median_below_the_floor_is_flagged(client):
+    run = RunFactory(median=20_000, rank=1)  # 20 µs for 160 MiB on H100: below the floor
+    text = text_of(client.get(f"/runs/{run.public_id}/"))
+    assert "Implausible: the median is below this floor (0.40× of it)." in text
+
+
+@pytest.mark.django_db
+def test_floor_is_not_known_for_backward_and_unknown_tensors(client):
+    backward = RunFactory(timed_pass="backward")
+    assert "not known: only the forward pass" in text_of(client.get(f"/runs/{backward.public_id}/"))
+    moe = BenchmarkFactory(slug="fused_moe")
+    odd = RunFactory(benchmark=moe, workload=workload_for(moe, seq=128, dtype="bf16"))
+    text = text_of(client.get(f"/runs/{odd.public_id}/"))
+    assert "not known: this kernel's tensors are not known here" in text
+    assert "tensors not known" in text
+
+
+@pytest.mark.django_db
+def test_cell_history_across_publications_is_plotted(client):
+    ci = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI benchmarks")
+    runs = [
+        RunFactory(
+            source=ci,
+            publication=PublicationFactory(source=ci, slug=f"commit{i}", sequence=i),
+            median=100_000 + 10_000 * i,
+            rank=1,
+        )
+        for i in range(1, 4)
+    ]
+    html = client.get(f"/runs/{runs[1].public_id}/").content.decode()
+    svg = re.search(r'<svg[^>]*class="chart sparkline".*?</svg>', html, re.S).group(0)
+    assert "<title" in svg and "3 measurements, oldest first, from 110 to 130 µs" in svg
+    assert svg.count("<circle") == 3
+    assert "commit2: 120.0 µs (this run)" in text_of(client.get(f"/runs/{runs[1].public_id}/"))
+
+
+def test_evidence_badge_explains_itself(client, example_run):
+    Run.objects.filter(pk=example_run.pk).update(evidence=Evidence.REPRODUCED)
+    from runs.freshness import data_changed
+
+    data_changed()  # an update() sends no signal; the evidence service calls this
+    html = client.get(f"/runs/{example_run.public_id}/").content.decode()
+    assert 'class="badge evidence evidence-reproduced"' in html
+    assert "reproduced the median within tolerance" in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("bad", ["zz", "0123456789", "ABCDEF12", "../etc"])
+def test_malformed_or_unknown_ids_are_404(client, bad):
+    assert client.get(f"/runs/{bad}/").status_code == 404
+    assert client.get("/runs/deadbeef/").status_code == 404
+
+
+def test_manifest_json_and_citations(client, example_run):
+    pid = example_run.public_id
+    manifest = client.get(f"/runs/{pid}.json")
+    assert manifest["Content-Type"] == "application/json"
+    assert manifest.json()["protocol"]["spec"]["comparability"]["family"] == "liger_kernel_bench"
+    bib = client.get(f"/runs/{pid}/cite.bib")
+    assert bib["Content-Type"].startswith("application/x-bibtex")
+    body = bib.content.decode()
+    assert f"@misc{{kernelindex-{pid}," in body and example_run.digest in body and "urldate" in body
+    csl = client.get(f"/runs/{pid}/cite.csl.json")
+    assert csl["Content-Type"].startswith("application/vnd.citationstyles.csl+json")
+    item = csl.json()[0]
+    assert item["URL"].endswith(f"/runs/{pid}/") and example_run.digest in item["note"]
+    assert "accessed" in item and item["issued"] == {"date-parts": [[2025, 8, 7]]}
+    assert client.get(f"/runs/{pid}/cite.txt").status_code == 404
+
+
+def test_etag_last_modified_and_page_cache(client, example_run, settings):
+    settings.PAGE_CACHE_SECONDS = 300
+    url = f"/runs/{example_run.public_id}/"
+    first = client.get(url)
+    assert first["X-Page-Cache"] == "miss"
+    assert "public" in first["Cache-Control"] and "Cookie" in first["Vary"]
+    assert first["Last-Modified"]
+    second = client.get(url)
+    assert second["X-Page-Cache"] == "hit" and second.content == first.content
+    assert second["ETag"] == first["ETag"]
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+    # An evidence change retires the cached page and its ETag.
+    example_run.evidence = Evidence.CHECKED
+    example_run.save()
+    third = client.get(url)
+    assert third["ETag"] != first["ETag"] and third["X-Page-Cache"] == "miss"
+    assert b"evidence-checked" in third.content
+
+
+def test_logged_in_readers_bypass_the_shared_cache(client, example_run, alice):
+    client.force_login(alice)
+    response = client.get(f"/runs/{example_run.public_id}/")
+    assert response.status_code == 200 and "X-Page-Cache" not in response
+    assert "private" in response["Cache-Control"]
+
+
+def test_gzip_when_asked(client, example_run):
+    response = client.get(f"/runs/{example_run.public_id}/", HTTP_ACCEPT_ENCODING="gzip")
+    assert response["Content-Encoding"] == "gzip"
+
+
+@pytest.mark.django_db
+def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_num_queries):
+    settings.PAGE_CACHE_SECONDS = 0
+    leader = RunFactory(provider="liger", rank=1, median=100_000)
+    run = RunFactory(provider="huggingface", rank=2, median=200_000)
+    assert leader.group_id == run.group_id
+    RunFactory.create_batch(18)
+    small = queries(client, f"/runs/{run.public_id}/")
+    grow(400)
+    assert Run.objects.count() >= 420
+    large = queries(client, f"/runs/{run.public_id}/")
+    assert small == large
+    with django_assert_max_num_queries(6):
+        client.get(f"/runs/{run.public_id}/")
+
+
+def test_cached_pages_are_stored_compressed_for_gzip_clients(client, example_run, settings):
+    import gzip
+
+    settings.PAGE_CACHE_SECONDS = 300
+    url = f"/runs/{example_run.public_id}/"
+    plain = client.get(url)
+    first = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+    second = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+    assert first["Content-Encoding"] == second["Content-Encoding"] == "gzip"
+    assert second["X-Page-Cache"] == "hit" and first["ETag"] != plain["ETag"]
+    assert gzip.decompress(second.content) == plain.content
+    assert "Accept-Encoding" in second["Vary"]

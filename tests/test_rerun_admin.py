@@ -7,6 +7,7 @@ import pytest
 from reruns.models import JobState, RerunJob
 from reruns.services import rerun_request
 from tests.factories import RunFactory
+from tests.factories_community import make_staff
 
 
 @pytest.fixture(autouse=True)
@@ -15,8 +16,9 @@ def _no_broker(settings):
 
 
 @pytest.fixture
-def maintainer(client, django_user_model):
-    user = django_user_model.objects.create_superuser("maint", "m@example.org", "pw-maint-1")
+def maintainer(client, db):
+    """A superuser with a verified address and TOTP set up: what the admin requires."""
+    user = make_staff()
     client.force_login(user)
     return user
 

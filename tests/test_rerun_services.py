@@ -44,7 +44,8 @@ def test_staff_order_is_queued_at_once_and_waits_without_a_broker(
 ):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         job = rerun_request(run=run, requested_by=staff)
-    assert len(callbacks) == 1  # the dispatch, deferred to the commit
+    # The dispatch is deferred to the commit (beside the page-cache fingerprint bump).
+    assert [cb for cb in callbacks if "rerun" in getattr(cb, "__qualname__", "")]
     job.refresh_from_db()
     assert job.state == JobState.QUEUED
     assert job.gpu_class == "h100"  # the run's own GPU class by default

@@ -64,6 +64,9 @@ class RunSerializer(serializers.ModelSerializer):
             "sweep_name",
             "sweep_value",
         ]
+        # The API reads runs; nothing it exposes writes them, and evidence above all moves
+        # only through runs.evidence.
+        read_only_fields = fields
 
 
 class RunDetailSerializer(RunSerializer):
@@ -107,6 +110,7 @@ class RankedRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = ["rank", "public_id", "implementation", "median", "p20", "p80", "unit", "evidence"]
+        read_only_fields = fields
 
 
 class GroupSerializer(serializers.ModelSerializer):

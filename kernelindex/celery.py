@@ -23,7 +23,7 @@ app = Celery("kernelindex")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# --- Rerun queues and limits (issue 5) -----------------------------------------------------
+# Rerun queues and limits.
 _prefix = os.getenv("KERNELINDEX_QUEUE_PREFIX", "")
 app.conf.task_queues = [Queue("default")] + [
     Queue(f"{_prefix}gpu.{gpu_class}")

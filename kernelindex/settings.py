@@ -7,7 +7,10 @@ Production sets DEBUG=0 and SECRET_KEY, DATABASE_URL, REDIS_URL, ALLOWED_HOSTS, 
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -53,12 +56,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "runs",
     "reruns",
-    # --- community (accounts, attestations) ---
     "allauth",
     "allauth.account",
     "allauth.mfa",
     "attestations",
-    # --- end community ---
 ]
 
 MIDDLEWARE = [
@@ -72,11 +73,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # --- community ---
     "allauth.account.middleware.AccountMiddleware",
     "kernelindex.middleware.StaffMfaRequiredMiddleware",
     "kernelindex.middleware.ContentSecurityPolicyMiddleware",
-    # --- end community ---
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -167,13 +166,12 @@ EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "1")
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "KernelIndex <noreply@localhost>")
 
 REST_FRAMEWORK = {
-    # --- community: session for the browser, hashed bearer tokens for scripts ---
+    # Session for the browser, hashed bearer tokens for scripts.
     # Token first, so an unauthenticated call is answered 401 with WWW-Authenticate: Bearer.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "attestations.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # --- end community ---
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
@@ -186,7 +184,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
-# Read side: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page
+# Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page
 # cache off), keyed by a data fingerprint that a process may reuse for FINGERPRINT_TTL seconds.
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", "300")
 FINGERPRINT_TTL = float(os.getenv("FINGERPRINT_TTL", "2"))
@@ -197,7 +195,7 @@ CELERY_BROKER_URL = REDIS_URL or None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
-# --- community: accounts (django-allauth), MFA, rate limits, CSP ---
+# Accounts (django-allauth), second factor, rate limits, Content-Security-Policy.
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",
@@ -238,7 +236,6 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'"
 )
-# --- end community ---
 
 LOGGING = {
     "version": 1,
@@ -248,15 +245,11 @@ LOGGING = {
 }
 
 
-# --- Controlled reruns (issue 5) ----------------------------------------------------------
+# Controlled reruns.
 # Celery settings above stay; this block adds safe delivery. The job row is the truth, the
 # message only carries its pk: acknowledged late, requeued when a worker dies, one message
 # prefetched, and the hard time limit below the broker's visibility timeout so that Redis
 # never hands a still-running job to a second worker.
-import json as _json  # noqa: E402
-import shlex as _shlex  # noqa: E402
-import sys as _sys  # noqa: E402
-
 RERUN_HARD_TIME_LIMIT = envint("KERNELINDEX_RERUN_HARD_LIMIT", "3600")  # seconds
 RERUN_SOFT_TIME_LIMIT = RERUN_HARD_TIME_LIMIT - max(30, RERUN_HARD_TIME_LIMIT // 10)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RERUN_HARD_TIME_LIMIT + 1800}
@@ -283,8 +276,8 @@ RERUN_REDISPATCH_AFTER = envint("KERNELINDEX_RERUN_REDISPATCH_AFTER", "900")
 RERUN_RESULT_MAX_AGE = envint("KERNELINDEX_RERUN_RESULT_MAX_AGE", str(14 * 86400))
 RERUN_CLOCK_SKEW = envint("KERNELINDEX_RERUN_CLOCK_SKEW", "300")
 # Verification keys, {"keyId": "secret"}; a secret of 32+ hex digits is read as hex.
-KERNELINDEX_WORKER_KEYS = _json.loads(os.getenv("KERNELINDEX_WORKER_KEYS", "{}") or "{}")
+KERNELINDEX_WORKER_KEYS = json.loads(os.getenv("KERNELINDEX_WORKER_KEYS", "{}") or "{}")
 # What a worker runs for a job: this + [JOB.json, "--out", RESULT.json].
-KERNELINDEX_RUNNER_COMMAND = _shlex.split(
-    os.getenv("KERNELINDEX_RUNNER_COMMAND", f"{_sys.executable} -m kirunner")
+KERNELINDEX_RUNNER_COMMAND = shlex.split(
+    os.getenv("KERNELINDEX_RUNNER_COMMAND", f"{sys.executable} -m kirunner")
 )

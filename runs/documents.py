@@ -133,7 +133,7 @@ def run_spec(
     }
 
 
-# --- Controlled reruns (issue 5) ------------------------------------------------------------
+# Controlled reruns.
 
 
 def controlled_protocol_spec(timed_pass: str, metric: str, timer: str) -> tuple[str, str, dict]:

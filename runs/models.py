@@ -309,7 +309,7 @@ class Run(models.Model):
             models.Index(fields=["implementation"], name="run_implementation"),
             models.Index(fields=["-observed_at"], name="run_observed"),
             models.Index(fields=["-created_at"], name="run_created"),
-            # Read side (browse filters, source revisions): one index per filterable column.
+            # Browse filters, source revisions): one index per filterable column.
             models.Index(fields=["timed_pass"], name="run_timed_pass"),
             models.Index(fields=["metric"], name="run_metric"),
             models.Index(fields=["source", "-revision"], name="run_source_revision"),
@@ -324,7 +324,7 @@ class Run(models.Model):
         return reverse("runs:detail", args=[self.public_id])
 
 
-# --- Evidence history (issue 5: controlled reruns) -----------------------------------------
+# Evidence history.
 
 
 class EvidenceEventQuerySet(models.QuerySet):

@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/h200/issue_jobs.py --out data/reruns/h200-2026-11-29/jobs
 
-Writes one RerunJob document per selected run, in the shape `manage.py rerun export` writes
-(fresh UUID and nonce each). `manage.py rerun load-demo` later creates the job rows from these
+Writes one RerunJob document per selected run with the server's own `job_document` (the
+shape `manage.py rerun export` writes), each with a fresh UUID and nonce. `manage.py rerun load-demo` later creates the job rows from these
 files and records the signed results that the GPU host returned for them.
 Selection: the example page's llama4_rope workload (H100 rows of liger-kernel-bench) and, for
 rope, rms_norm and swiglu, one workload of the latest upstream CI run that has NVIDIA H200 rows.
@@ -21,43 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-
-def job_document(run, gpu_class: str, issued_at: str) -> dict:
-    liger_version = run.labels.get("liger_version", "")
-    return {
-        "apiVersion": "kernelindex.dev/v1alpha1",
-        "kind": "RerunJob",
-        "job": {
-            "id": str(uuid.uuid4()),
-            "nonce": secrets.token_hex(16),
-            "issuedAt": issued_at,
-            "gpuClass": gpu_class,
-        },
-        "run": {
-            "publicId": run.public_id,
-            "source": run.source.slug,
-            "externalId": run.external_id,
-            "digest": run.digest,
-        },
-        "benchmark": run.benchmark.slug,
-        "pass": run.timed_pass,
-        "metric": run.metric,
-        "provider": run.implementation.provider_key,
-        "implementation": {
-            "project": run.implementation.project.name,
-            "revision": run.implementation.revision,
-        },
-        "workload": {"parameters": run.workload.parameters},
-        "protocol": {
-            "family": run.protocol.family,
-            "harness": run.source.slug,
-            "quantiles": [0.5, 0.2, 0.8],
-            # No "rep": the runner then uses the rep of the upstream script for this kernel
-            # (400 ms for rope, 500 for rms_norm, 10 for swiglu), as upstream measured it.
-            "ligerVersion": liger_version,
-        },
-    }
 
 
 def selected_runs():
@@ -103,9 +66,16 @@ def main() -> None:
 
     django.setup()
     args.out.mkdir(parents=True, exist_ok=True)
-    issued_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from reruns.controlled import job_document
+    from reruns.models import RerunJob
+
+    issued_at = datetime.now(UTC)
     for n, run in enumerate(selected_runs(), start=1):
-        doc = job_document(run, args.gpu_class, issued_at)
+        # An unsaved job: `rerun load-demo` creates the row from the file, with this uuid and
+        # nonce, once the results come back.
+        job = RerunJob(run=run, gpu_class=args.gpu_class, nonce=secrets.token_hex(16),
+                       uuid=uuid.uuid4(), issued_at=issued_at)  # fmt: skip
+        doc = job_document(job)
         name = f"{n:02d}-{run.benchmark.slug}-{run.timed_pass}-{run.metric}-{run.implementation.provider_key}.json"
         (args.out / name).write_text(json.dumps(doc, indent=2) + "\n")
         print(name, run.public_id, run.workload.label)

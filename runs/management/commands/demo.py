@@ -23,7 +23,7 @@ class Command(BaseCommand):
         )
         call_command("ingest", "liger-kernel-bench", str(DATA / "liger" / "all_benchmark_data.csv"))
         call_command("ingest", "liger-kernel-ci", str(DATA / "liger-ci"))
-        # Controlled reruns (issue 5): signed results kept under data/reruns/<batch>/.
+        # Controlled reruns: signed results kept under data/reruns/<batch>/.
         for batch in sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()):
             call_command("rerun", "load-demo", str(batch))
         if not no_serve:

@@ -7,9 +7,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.getenv("KERNELINDEX_SHARED_DATA", REPO.parent / "shared" / "data"))
-LIGER_CSV = SHARED_DATA / "liger" / "all_benchmark_data.csv"
-LIGER_CI = SHARED_DATA / "liger-ci"
+# The upstream files the project ships (data/, copied byte for byte with their LICENSE).
+DATA = Path(os.getenv("KERNELINDEX_DATA", REPO / "data"))
+LIGER_CSV = DATA / "liger" / "all_benchmark_data.csv"
+LIGER_CI = DATA / "liger-ci"
 EXAMPLE_EXTERNAL_ID = (
     "llama4_rope/forward/huggingface/nvidia-h100-80gb-hbm3/"
     "hidden8192-kv_heads8-q_heads32-seq4096-bf16/2025-08-07-21-42-12"

@@ -32,7 +32,7 @@ class RunQuerySet(models.QuerySet):
             self.public()
             .filter(group__cell_key=run.group.cell_key, implementation=run.implementation)
             .select_related("publication")
-            .order_by("publication__sequence", "observed_at")
+            .order_by("observed_at", "publication__sequence")
         )
 
 

@@ -29,7 +29,7 @@ def _url(run):
 def test_anonymous_sees_the_section_and_no_form(client, run):
     page = client.get(run.get_absolute_url()).content.decode()
     assert "No controlled reruns yet." in page
-    assert "no broker configured: jobs wait as queued" in page
+    assert "No broker configured: jobs wait as queued" in page
     assert "Log in</a> to request a controlled rerun" in page
     assert _url(run) not in page
     response = client.post(_url(run), {"gpu_class": "h100"})
@@ -92,5 +92,5 @@ def test_recorded_result_and_evidence_history_are_shown(client, run):
     assert f'id="rerun-{job.uuid}"' in page
     assert "Succeeded" in page and "cpu · ok" in page
     assert f"{len(receipt.payload['measurement']['samples'])} samples" in page
-    assert "Evidence level: <strong>Checked</strong>" in page
+    assert 'class="badge evidence evidence-checked"' in page
     assert "Reported → Checked" in page

@@ -175,7 +175,11 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
             defaults={"name": SOURCE["name"], "description": SOURCE["description"],
                       "homepage": settings.SITE_ROOT},
         )  # fmt: skip
-        publication, _ = Publication.objects.get_or_create(source=source, slug=f"rerun-{job.uuid}")
+        # One publication per GPU class and day: the reruns measured together are ranked
+        # together (liger beside huggingface on the same H200), as an upstream suite run is.
+        publication, _ = Publication.objects.get_or_create(
+            source=source, slug=f"{job.gpu_class}-{finished:%Y-%m-%d}"
+        )
         gpu = _gpu_ensure(gpu_spec)
         env_name, env_title, env_spec = documents.controlled_environment_spec(
             gpu_spec, software_of(environment)

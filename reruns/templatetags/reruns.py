@@ -48,11 +48,16 @@ def run_reruns(context, run):
         rows.append({"job": job, "receipt": receipt, "spread": spread(receipt)})
     request = context.get("request")
     user = getattr(request, "user", None) or context.get("user")
+    signed_in = bool(user and user.is_authenticated)
     return {
         "run": run,
         "rows": rows,
-        "events": EvidenceEvent.objects.for_run(run),
-        "form": RerunRequestForm(initial={"gpu_class": run.environment.gpu.gpu_class}),
+        # Every evidence event is caused by one of the run's jobs: no jobs, no events to ask for.
+        "events": EvidenceEvent.objects.for_run(run) if jobs else [],
+        # Only a signed-in reader sees the request form; anonymous pages are the hot path.
+        "form": RerunRequestForm(initial={"gpu_class": run.environment.gpu.gpu_class})
+        if signed_in
+        else None,
         "user": user,
         "request": request,
         "csrf_token": context.get("csrf_token"),

@@ -23,7 +23,8 @@ from runs.models import (
     Source,
     Workload,
 )
-from runs.services import _gpu_ensure, public_id_for, rank_publication
+from runs.ranking import rank_publication
+from runs.services import gpu_ensure, public_id_for
 
 API = API_VERSION
 SOURCE = {
@@ -180,7 +181,7 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
         publication, _ = Publication.objects.get_or_create(
             source=source, slug=f"{job.gpu_class}-{finished:%Y-%m-%d}"
         )
-        gpu = _gpu_ensure(gpu_spec)
+        gpu = gpu_ensure(gpu_spec)
         env_name, env_title, env_spec = documents.controlled_environment_spec(
             gpu_spec, software_of(environment)
         )

@@ -37,6 +37,7 @@ from runs.models import (
     Workload,
 )
 from runs.parsers import IngestError, ParsedRow, liger_external_id, parse_liger_csv
+from runs.ranking import rank_publication
 
 _NOT_NAME = re.compile(r"[^a-z0-9]+")
 
@@ -322,7 +323,7 @@ def _prepare_rows(
             raise IngestError(
                 publication.slug, [(row.line, f"GPU {row.gpu_name!r} is not in the catalogue")]
             )
-        gpu = resolver.cache.get(("gpu", row.gpu_name)) or _gpu_ensure(spec_gpu)
+        gpu = resolver.cache.get(("gpu", row.gpu_name)) or gpu_ensure(spec_gpu)
         resolver.cache[("gpu", row.gpu_name)] = gpu
 
         if row.benchmark not in benchmarks:
@@ -389,7 +390,7 @@ def _prepare_rows(
     return prepared
 
 
-def _gpu_ensure(spec: catalogue.GpuSpec) -> Gpu:
+def gpu_ensure(spec: catalogue.GpuSpec) -> Gpu:
     gpu, _ = Gpu.objects.get_or_create(
         upstream_name=spec.upstream_name,
         defaults={
@@ -571,37 +572,3 @@ def _groups_ensure(publication: Publication, prepared: list[dict]) -> dict[str, 
     if missing:
         groups.update({g.key: g for g in ComparisonGroup.objects.filter(key__in=list(wanted))})
     return groups
-
-
-def rank_publication(publication: Publication) -> None:
-    """Rank every current run of a publication inside its comparison group, in the database.
-
-    RANK() gives tied medians the same rank. Both PostgreSQL and SQLite (3.33+) take
-    UPDATE ... FROM with a window function in the subquery.
-    """
-    run_table = Run._meta.db_table
-    group_table = ComparisonGroup._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {run_table} SET rank = ranked.r
-            FROM (
-                SELECT id, RANK() OVER (PARTITION BY group_id ORDER BY median) AS r
-                FROM {run_table} WHERE publication_id = %s AND is_current
-            ) AS ranked
-            WHERE {run_table}.id = ranked.id
-            """,
-            [publication.pk],
-        )
-        cursor.execute(
-            f"""
-            UPDATE {group_table} SET size = counted.n
-            FROM (
-                SELECT group_id, COUNT(*) AS n FROM {run_table}
-                WHERE publication_id = %s AND is_current
-                GROUP BY group_id
-            ) AS counted
-            WHERE {group_table}.id = counted.group_id
-            """,
-            [publication.pk],
-        )

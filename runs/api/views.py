@@ -227,9 +227,7 @@ class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
     filter_backends: list = []
 
     def get_object(self):
-        key = self.kwargs["key"]
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
-            raise ValidationError({"key": "A comparison key is 64 lowercase hex characters."})
+        key = _hex_digest(self.kwargs["key"], "key", "A comparison key")
         ranked = Run.objects.public().select_related("implementation").ranked()
         group = (
             ComparisonGroup.objects.select_related(
@@ -274,11 +272,7 @@ class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
     filter_backends: list = []
 
     def get_object(self):
-        key = self.kwargs["digest"]
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
-            raise ValidationError(
-                {"digest": "An environment digest is 64 lowercase hex characters."}
-            )
+        key = _hex_digest(self.kwargs["digest"], "digest", "An environment digest")
         env = Environment.objects.select_related("gpu").filter(digest=f"sha256:{key}").first()
         if env is None:
             raise NotFound("No environment has this digest.")
@@ -331,6 +325,13 @@ EXPORT_HEADER = [
     "digest",
     "comparison_key",
 ]
+
+
+def _hex_digest(value: str, field: str, what: str) -> str:
+    """The 64 hex digits of a sha256 digest in a URL, or a 400 that says what was expected."""
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise ValidationError({field: f"{what} is 64 lowercase hex characters."})
+    return value
 
 
 class _Echo:

@@ -123,7 +123,15 @@ def public_page(view):
             and "Authorization" not in request.headers
         ) or not request.user.is_authenticated
         seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
-        use_cache = anonymous and seconds > 0 and _memo.get("cache_ok", True)
+        # Only a request that carries no state of its own shares the cache: a session or a
+        # messages cookie may put a one-off notice ("signed out", "email confirmed") into the
+        # page, which must not be stored for every other reader.
+        stateless = not (
+            settings.SESSION_COOKIE_NAME in request.COOKIES
+            or "messages" in request.COOKIES
+            or "Authorization" in request.headers
+        )
+        use_cache = anonymous and stateless and seconds > 0 and _memo.get("cache_ok", True)
         # Cached pages are stored compressed for clients that take gzip, so a hit is not
         # compressed again on every request; each encoding is its own entry and ETag.
         gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")

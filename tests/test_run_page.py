@@ -260,3 +260,16 @@ def test_cached_pages_are_stored_compressed_for_gzip_clients(client, example_run
     assert second["X-Page-Cache"] == "hit" and first["ETag"] != plain["ETag"]
     assert gzip.decompress(second.content) == plain.content
     assert "Accept-Encoding" in second["Vary"]
+
+
+def test_pages_with_a_session_or_messages_are_not_shared(client, example_run, settings):
+    """A one-off notice carried by a cookie must never be stored in the shared page cache."""
+    settings.PAGE_CACHE_SECONDS = 300
+    url = f"/runs/{example_run.public_id}/"
+    client.cookies["messages"] = "anything"
+    client.get(url)
+    second = client.get(url)
+    assert second.get("X-Page-Cache") != "hit"
+    del client.cookies["messages"]
+    client.get(url)
+    assert client.get(url)["X-Page-Cache"] == "hit"

@@ -27,10 +27,18 @@ class RunQuerySet(models.QuerySet):
         )
 
     def history_of(self, run) -> RunQuerySet:
-        """The same cell across publications (CI runs), oldest first."""
+        """The same cell across publications (CI runs), oldest first.
+
+        Same provider, not same implementation row: a Liger row of a CI run names the commit it
+        ran, so each CI run is another revision of Liger, and following it across commits is
+        what the history is for.
+        """
         return (
             self.public()
-            .filter(group__cell_key=run.group.cell_key, implementation=run.implementation)
+            .filter(
+                group__cell_key=run.group.cell_key,
+                implementation__provider_key=run.implementation.provider_key,
+            )
             .select_related("publication")
             .order_by("observed_at", "publication__sequence")
         )

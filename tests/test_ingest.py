@@ -133,9 +133,18 @@ def test_ci_runs_rank_inside_each_run_and_share_cells(tmp_path):
         assert set(group.runs.values_list("publication_id", flat=True)) == {release.pk}
         ranks = sorted(group.runs.values_list("rank", flat=True))
         assert ranks[0] == 1
-    history = Run.objects.history_of(run)
-    assert {r.publication.slug for r in history} <= set(folders)
-    assert run in history
+    # A Liger cell's history follows it across commits, though each commit is its own
+    # implementation revision.
+    older = Publication.objects.get(slug="d5648bf-v0.6.3")
+    shared = Run.objects.filter(
+        publication=release,
+        implementation__provider_key="liger",
+        group__cell_key__in=ComparisonGroup.objects.filter(publication=older).values("cell_key"),
+    ).first()
+    history = list(Run.objects.history_of(shared))
+    assert [r.publication.slug for r in history] == folders
+    assert {r.implementation.revision for r in history} == {"d5648bf", "0a62700"}
+    assert history[-1] == shared
 
 
 def test_ci_root_folder_follows_commit_order(tmp_path):

@@ -7,8 +7,8 @@ allow-list, so neither a renderer quirk nor a sanitizer gap alone lets markup th
 from __future__ import annotations
 
 import nh3
+from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
-from markupsafe import Markup
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
 
@@ -21,7 +21,7 @@ URL_SCHEMES = {"http", "https", "mailto"}
 LINK_REL = "nofollow noopener ugc"
 
 
-def render_markdown(text: str) -> Markup:
+def render_markdown(text: str) -> SafeString:
     html = _md.render(text or "")
     cleaned = nh3.clean(
         html,
@@ -30,4 +30,4 @@ def render_markdown(text: str) -> Markup:
         url_schemes=URL_SCHEMES,
         link_rel=LINK_REL,
     )
-    return Markup(cleaned)
+    return mark_safe(cleaned)  # nh3 has sanitised it

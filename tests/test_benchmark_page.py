@@ -79,3 +79,15 @@ def test_benchmark_page_query_count_does_not_grow(client, settings):
     grow(400, benchmark_slug="rms_norm")
     assert Run.objects.filter(benchmark=bench).count() >= 220
     assert queries(client, "/benchmarks/rms_norm/") == small
+
+
+def test_kernel_names_that_are_not_slugs_have_pages(client, db):
+    """Upstream CI names two kernels "dyt_beta=False" and "dyt_beta=True"."""
+    from tests.factories import BenchmarkFactory, RunFactory
+
+    run = RunFactory(benchmark=BenchmarkFactory(slug="dyt_beta=False"), rank=1)
+    assert client.get("/").status_code == 200
+    page = client.get(run.benchmark.get_absolute_url())
+    assert page.status_code == 200
+    assert "dyt_beta=False" in page.content.decode()
+    assert client.get("/api/v1/benchmarks/dyt_beta=False/").status_code == 200

@@ -76,7 +76,10 @@ BENCHMARK_TITLES = {
 
 
 def benchmark_title(slug: str) -> str:
-    return BENCHMARK_TITLES.get(slug) or slug.replace("_", " ").capitalize()
+    if slug in BENCHMARK_TITLES:
+        return BENCHMARK_TITLES[slug]
+    words = slug.replace("_", " ")
+    return words[:1].upper() + words[1:]  # keep the rest as upstream spelt it (beta=False)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from urllib import parse
 
 from django.db.models import Count, Prefetch, Q
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_safe
@@ -281,50 +281,30 @@ class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
 
 # Bulk export ---------------------------------------------------------------------------------
 
-EXPORT_FIELDS = [
-    "public_id",
-    "revision",
-    "benchmark__slug",
-    "implementation__provider_key",
-    "workload__label",
-    "environment__gpu__slug",
-    "timed_pass",
-    "metric",
-    "unit",
-    "median",
-    "p20",
-    "p80",
-    "rank",
-    "evidence",
-    "source__slug",
-    "publication__slug",
-    "external_id",
-    "observed_at",
-    "digest",
-    "group__key",
+# (column, queryset field): one list, so a column can never drift from the value under it.
+EXPORT_COLUMNS = [
+    ("public_id", "public_id"),
+    ("revision", "revision"),
+    ("benchmark", "benchmark__slug"),
+    ("implementation", "implementation__provider_key"),
+    ("workload", "workload__label"),
+    ("gpu", "environment__gpu__slug"),
+    ("timed_pass", "timed_pass"),
+    ("metric", "metric"),
+    ("unit", "unit"),
+    ("median", "median"),
+    ("p20", "p20"),
+    ("p80", "p80"),
+    ("rank", "rank"),
+    ("evidence", "evidence"),
+    ("source", "source__slug"),
+    ("publication", "publication__slug"),
+    ("external_id", "external_id"),
+    ("observed_at", "observed_at"),
+    ("digest", "digest"),
+    ("comparison_key", "group__key"),
 ]
-EXPORT_HEADER = [
-    "public_id",
-    "revision",
-    "benchmark",
-    "implementation",
-    "workload",
-    "gpu",
-    "timed_pass",
-    "metric",
-    "unit",
-    "median",
-    "p20",
-    "p80",
-    "rank",
-    "evidence",
-    "source",
-    "publication",
-    "external_id",
-    "observed_at",
-    "digest",
-    "comparison_key",
-]
+EXPORT_HEADER = [column for column, _ in EXPORT_COLUMNS]
 
 
 def _hex_digest(value: str, field: str, what: str) -> str:
@@ -347,13 +327,15 @@ def _export_rows(request: HttpRequest):
     if not filterset.is_valid():
         return None, {k: " ".join(v) for k, v in filterset.errors.items()}
     # Server-side cursor in chunks: memory stays flat whatever the size of the set.
-    rows = filterset.qs.order_by("id").values_list(*EXPORT_FIELDS).iterator(chunk_size=2000)
+    rows = (
+        filterset.qs.order_by("id")
+        .values_list(*(field for _, field in EXPORT_COLUMNS))
+        .iterator(chunk_size=2000)
+    )
     return rows, None
 
 
 def _bad_request(errors: dict):
-    from django.http import JsonResponse
-
     return JsonResponse(errors, status=400)
 
 

@@ -15,8 +15,6 @@ from runs.evidence import UNIT_SCALE, controlled_run_create
 from runs.models import (
     ComparisonGroup,
     Environment,
-    Implementation,
-    Project,
     Protocol,
     Publication,
     Run,
@@ -24,7 +22,7 @@ from runs.models import (
     Workload,
 )
 from runs.ranking import rank_publication
-from runs.services import gpu_ensure, public_id_for
+from runs.services import gpu_ensure, implementation_ensure, public_id_for, workload_ensure
 
 API = API_VERSION
 SOURCE = {
@@ -114,39 +112,7 @@ def _workload(run: Run, ran: dict | None) -> Workload:
     if not isinstance(ran, dict) or all(ran.get(k) == v for k, v in params.items()):
         return run.workload
     ran_params = {k: ran.get(k, v) for k, v in params.items()}
-    name, label, spec, tensors = documents.workload_spec(run.benchmark.slug, ran_params)
-    return _get_or_create(
-        Workload,
-        "Workload",
-        spec,
-        name=name,
-        title=f"{run.benchmark.title} · {label}",
-        benchmark=run.benchmark,
-        slug=catalogue.workload_slug(ran_params),
-        label=label,
-        parameters=ran_params,
-        tensors=tensors or [],
-        dtype=str(ran_params.get("dtype", "")),
-    )
-
-
-def _implementation(provider_key: str, revision: str) -> Implementation:
-    name, title, spec = documents.implementation_spec(provider_key, revision)
-    prov = catalogue.provider(provider_key)
-    project, _ = Project.objects.get_or_create(
-        slug=prov.project_slug, defaults={"name": prov.project_name, "url": prov.project_url}
-    )
-    return _get_or_create(
-        Implementation,
-        "Implementation",
-        spec,
-        name=name,
-        title=title,
-        project=project,
-        display_name=prov.display_name,
-        provider_key=provider_key,
-        revision=revision,
-    )
+    return workload_ensure(benchmark=run.benchmark, params=ran_params)
 
 
 def _value(measurement: dict, key: str, scale: float) -> int | None:
@@ -206,7 +172,9 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
         workload = _workload(original, (payload.get("workload") or {}).get("ran"))
         impl_info = payload.get("implementation") or {}
         revision = str(impl_info.get("usedRevision") or "unknown")
-        implementation = _implementation(original.implementation.provider_key, revision)
+        implementation = implementation_ensure(
+            provider_key=original.implementation.provider_key, revision=revision
+        )
 
         median = _value(measurement, "median", scale)
         p20 = _value(measurement, "p20", scale)
@@ -275,8 +243,8 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
             attempt += 1
             public_id = public_id_for(source.slug, external_id, attempt)
         labels = {"rerun_of": original.public_id, "gpu_class": job.gpu_class}
-        if software_of(environment).get("liger_kernel"):
-            labels["liger_version"] = software_of(environment)["liger_kernel"]
+        if liger_version := software_of(environment).get("liger_kernel"):
+            labels["liger_version"] = liger_version
         run = controlled_run_create(
             public_id=public_id,
             source=source,

@@ -162,6 +162,51 @@ def ingest(
     return reports
 
 
+def _document_ensure(model, kind: str, **fields):
+    obj, _ = model.objects.get_or_create(
+        digest=document_digest(kind, fields["spec"]), defaults=fields
+    )
+    return obj
+
+
+def workload_ensure(*, benchmark: Benchmark, params: dict) -> Workload:
+    """The Workload document of these parameters, created on first use."""
+    name, label, spec, tensors = documents.workload_spec(benchmark.slug, params)
+    return _document_ensure(
+        Workload,
+        "Workload",
+        name=name,
+        title=f"{benchmark.title} · {label}",
+        spec=spec,
+        benchmark=benchmark,
+        slug=catalogue.workload_slug(params),
+        label=label,
+        parameters=params,
+        tensors=tensors or [],
+        dtype=str(params.get("dtype", "")),
+    )
+
+
+def implementation_ensure(*, provider_key: str, revision: str) -> Implementation:
+    """The Implementation document of a provider at a revision, with its project."""
+    name, title, spec = documents.implementation_spec(provider_key, revision)
+    prov = catalogue.provider(provider_key)
+    project, _ = Project.objects.get_or_create(
+        slug=prov.project_slug, defaults={"name": prov.project_name, "url": prov.project_url}
+    )
+    return _document_ensure(
+        Implementation,
+        "Implementation",
+        name=name,
+        title=title,
+        spec=spec,
+        project=project,
+        display_name=prov.display_name,
+        provider_key=provider_key,
+        revision=revision,
+    )
+
+
 class _Resolver:
     """Get-or-create of the few distinct documents a file refers to.
 
@@ -172,90 +217,49 @@ class _Resolver:
     def __init__(self) -> None:
         self.cache: dict[tuple, object] = {}
 
-    def _get(self, key: tuple, build):
+    def _get(self, key: tuple, ensure):
         if key not in self.cache:
-            model, kind, defaults = build()
-            obj, _ = model.objects.get_or_create(
-                digest=document_digest(kind, defaults["spec"]), defaults=defaults
-            )
-            self.cache[key] = obj
+            self.cache[key] = ensure()
         return self.cache[key]
 
     def workload(self, benchmark: Benchmark, params: dict) -> Workload:
-        def build():
-            name, label, spec, tensors = documents.workload_spec(benchmark.slug, params)
-            return (
-                Workload,
-                "Workload",
-                {
-                    "name": name,
-                    "title": f"{benchmark.title} · {label}",
-                    "spec": spec,
-                    "benchmark": benchmark,
-                    "slug": catalogue.workload_slug(params),
-                    "label": label,
-                    "parameters": params,
-                    "tensors": tensors or [],
-                    "dtype": str(params.get("dtype", "")),
-                },
-            )
-
-        return self._get(("workload", benchmark.slug, _freeze(params)), build)
+        return self._get(
+            ("workload", benchmark.slug, _freeze(params)),
+            lambda: workload_ensure(benchmark=benchmark, params=params),
+        )
 
     def protocol(self, timed_pass: str, metric: str) -> Protocol:
-        def build():
+        def ensure():
             name, title, spec = documents.protocol_spec(timed_pass, metric)
-            return (
+            return _document_ensure(
                 Protocol,
                 "BenchmarkProtocol",
-                {
-                    "name": name,
-                    "title": title,
-                    "spec": spec,
-                    "family": documents.LIGER_FAMILY,
-                    "harness": spec["harness"]["name"],
-                    "timer": spec["measurement"]["timer"],
-                    "timed_pass": timed_pass,
-                    "metric": metric,
-                },
+                name=name,
+                title=title,
+                spec=spec,
+                family=documents.LIGER_FAMILY,
+                harness=spec["harness"]["name"],
+                timer=spec["measurement"]["timer"],
+                timed_pass=timed_pass,
+                metric=metric,
             )
 
-        return self._get(("protocol", timed_pass, metric), build)
+        return self._get(("protocol", timed_pass, metric), ensure)
 
     def environment(self, spec_gpu: catalogue.GpuSpec, gpu: Gpu) -> Environment:
-        def build():
+        def ensure():
             name, title, spec = documents.environment_spec(spec_gpu)
-            return (
-                Environment,
-                "ExecutionEnvironment",
-                {"name": name, "title": title, "spec": spec, "gpu": gpu},
+            return _document_ensure(
+                Environment, "ExecutionEnvironment", name=name, title=title, spec=spec, gpu=gpu
             )
 
-        return self._get(("environment", spec_gpu.upstream_name), build)
+        return self._get(("environment", spec_gpu.upstream_name), ensure)
 
     def implementation(self, provider_key: str, revision: str) -> Implementation:
-        def build():
-            name, title, spec = documents.implementation_spec(provider_key, revision)
-            prov = catalogue.provider(provider_key)
-            project, _ = Project.objects.get_or_create(
-                slug=prov.project_slug,
-                defaults={"name": prov.project_name, "url": prov.project_url},
-            )
-            return (
-                Implementation,
-                "Implementation",
-                {
-                    "name": name,
-                    "title": title,
-                    "spec": spec,
-                    "project": project,
-                    "display_name": prov.display_name,
-                    "provider_key": provider_key,
-                    "revision": revision,
-                },
-            )
-
-        return self._get(("implementation", provider_key, revision), build)
+        return self._get(
+            ("implementation", provider_key, revision),
+            lambda: implementation_ensure(provider_key=provider_key, revision=revision),
+        )
 
     def keys(self, cell: dict, publication_key: str) -> tuple[str, str]:
         """(cell key, comparison key): digests of the cell, and of the cell in a publication."""

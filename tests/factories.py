@@ -22,6 +22,7 @@ from runs.models import (
     Source,
     Workload,
 )
+from runs.services import implementation_ensure, workload_ensure
 
 
 class SourceFactory(factory.django.DjangoModelFactory):
@@ -78,28 +79,9 @@ class ProjectFactory(factory.django.DjangoModelFactory):
     name = "Hugging Face Transformers"
 
 
-def _workload_defaults(benchmark: Benchmark, params: dict) -> dict:
-    name, label, spec, tensors = documents.workload_spec(benchmark.slug, params)
-    return {
-        "digest": document_digest("Workload", spec),
-        "name": name,
-        "title": label,
-        "spec": spec,
-        "slug": catalogue.workload_slug(params),
-        "label": label,
-        "parameters": params,
-        "tensors": tensors or [],
-        "dtype": params.get("dtype", ""),
-    }
-
-
 def workload_for(benchmark: Benchmark, **params) -> Workload:
     params = params or {"seq": 4096, "hidden": 8192, "q_heads": 32, "kv_heads": 8, "dtype": "bf16"}
-    defaults = _workload_defaults(benchmark, params)
-    obj, _ = Workload.objects.get_or_create(
-        digest=defaults.pop("digest"), defaults={**defaults, "benchmark": benchmark}
-    )
-    return obj
+    return workload_ensure(benchmark=benchmark, params=params)
 
 
 def protocol_for(timed_pass: str = "forward", metric: str = "latency") -> Protocol:
@@ -132,22 +114,7 @@ def environment_for(gpu: Gpu) -> Environment:
 def implementation_for(
     provider_key: str = "huggingface", revision: str = "unknown"
 ) -> Implementation:
-    name, title, spec = documents.implementation_spec(provider_key, revision)
-    prov = catalogue.provider(provider_key)
-    project = ProjectFactory(slug=prov.project_slug, name=prov.project_name)
-    obj, _ = Implementation.objects.get_or_create(
-        digest=document_digest("Implementation", spec),
-        defaults={
-            "name": name,
-            "title": title,
-            "spec": spec,
-            "project": project,
-            "display_name": prov.display_name,
-            "provider_key": provider_key,
-            "revision": revision,
-        },
-    )
-    return obj
+    return implementation_ensure(provider_key=provider_key, revision=revision)
 
 
 class RunFactory(factory.django.DjangoModelFactory):

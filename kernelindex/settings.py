@@ -98,7 +98,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.getenv("DATABASE_URL", f"sqlite:///{BASE_DIR / 'kernelindex.sqlite3'}"),
+        os.getenv("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'kernelindex.sqlite3'}",
         conn_max_age=envint("DB_CONN_MAX_AGE", "60"),
         conn_health_checks=True,
     )

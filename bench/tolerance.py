@@ -10,14 +10,21 @@ relative deviation from the cell's median across runs:
 
 Only cells seen in at least MIN_RUNS CI runs count. It prints, per metric, the count of cells
 and observations and the p50/p90/p95/p99 of the deviation, then the rule it implies:
-tolerance = p95 rounded up to the next whole percent. docs/evidence.md quotes the output and
-runs/evidence.py holds the resulting thresholds.
+tolerance = p95 rounded up to the next whole percent.
 
-    python bench/tolerance.py [data/liger-ci]
+With --write it also writes the per-cell table that runs/evidence.py reads
+(data/tolerance/liger-ci.json): each cell seen in at least CELL_MIN_RUNS CI runs gets its
+own tolerance, the p95 of its own deviations rounded up, never below FLOOR; every class
+(kernel, provider, GPU, metric) with at least CLASS_MIN_OBS observations gets one from its
+cells' pooled deviations, for cells seen too rarely; the global figure per metric is the last
+resort. docs/evidence.md explains the rule.
+
+    python bench/tolerance.py [data/liger-ci] [--write data/tolerance/liger-ci.json]
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -27,10 +34,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from runs.catalogue import workload_slug  # noqa: E402
 from runs.parsers import parse_liger_csv  # noqa: E402
 
 MIN_RUNS = 3
 QUANTILES = (50, 90, 95, 99)
+# A cell's own p95 needs this many CI runs to mean anything (with 3 runs, one of which is the
+# median itself, a p95 is one number); rarer cells borrow their class's.
+CELL_MIN_RUNS = 8
+CLASS_MIN_OBS = 30
+# Cells that never move upstream still move between two hosts with the same GPU product
+# (driver, clocks, power limit): a latency tolerance below 5 % would test the host, not the
+# published number. Peak memory is deterministic; 1 % covers allocator rounding.
+FLOOR = {"latency": 0.05, "memory": 0.01}
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -43,7 +59,11 @@ def percentile(sorted_values: list[float], p: float) -> float:
 
 
 def cell_medians(root: Path) -> dict[tuple, dict[str, float]]:
-    """cell -> {ci folder: that run's median of the cell}"""
+    """cell -> {ci folder: that run's median of the cell}
+
+    A cell is (kernel, timed pass, metric, provider, workload slug, GPU), the workload slug
+    being the one the site gives the same parameters, so runs/evidence.py finds a run's cell
+    from its own columns."""
     per_run: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for csv_path in sorted(root.glob("*/benchmark.csv")):
         folder = csv_path.parent.name
@@ -53,7 +73,7 @@ def cell_medians(root: Path) -> dict[tuple, dict[str, float]]:
                 row.timed_pass,
                 row.metric,
                 row.provider,
-                tuple(sorted((k, repr(v)) for k, v in row.params.items())),
+                workload_slug(row.params),
                 row.gpu_name,
             )
             per_run[cell][folder].append(row.median)
@@ -92,7 +112,59 @@ def tolerance_from(p95: float) -> float:
     return math.ceil(p95 * 100) / 100
 
 
+def cell_key(cell: tuple) -> str:
+    """The table's key of a cell; runs/evidence.py builds the same from a run."""
+    return "|".join(str(part) for part in cell)
+
+
+def class_key(cell: tuple) -> str:
+    benchmark, _, metric, provider, _, gpu = cell
+    return "|".join((benchmark, provider, gpu, metric))
+
+
+def _rounded(p95: float, metric: str) -> float:
+    return max(FLOOR[metric], tolerance_from(p95))
+
+
+def tolerance_table(cells: dict[tuple, dict[str, float]]) -> dict:
+    """Per-cell, per-class and global tolerances (see the module docstring)."""
+    table: dict = {"cells": {}, "classes": {}, "global": {}}
+    pooled: dict[str, list[float]] = defaultdict(list)
+    by_metric: dict[str, list[float]] = defaultdict(list)
+    for cell, runs in sorted(cells.items()):
+        metric = cell[2]
+        if len(runs) < MIN_RUNS:
+            continue
+        centre = statistics.median(runs.values())
+        if centre <= 0:
+            continue
+        devs = sorted(abs(m - centre) / centre for m in runs.values())
+        pooled[class_key(cell)].extend(devs)
+        by_metric[metric].extend(devs)
+        if len(runs) >= CELL_MIN_RUNS:
+            table["cells"][cell_key(cell)] = [_rounded(percentile(devs, 95), metric), len(runs)]
+    for key, devs in sorted(pooled.items()):
+        if len(devs) >= CLASS_MIN_OBS:
+            metric = key.rsplit("|", 1)[1]
+            table["classes"][key] = [_rounded(percentile(sorted(devs), 95), metric), len(devs)]
+    for metric, devs in sorted(by_metric.items()):
+        table["global"][metric] = [_rounded(percentile(sorted(devs), 95), metric), len(devs)]
+    table["rule"] = {
+        "cellMinRuns": CELL_MIN_RUNS,
+        "classMinObservations": CLASS_MIN_OBS,
+        "floor": FLOOR,
+        "statistic": "p95 of |run median - cell median| / cell median, rounded up to a whole percent",
+    }
+    return table
+
+
 def main(argv: list[str]) -> int:
+    argv = list(argv)
+    write = None
+    if "--write" in argv:
+        at = argv.index("--write")
+        write = Path(argv[at + 1])
+        del argv[at : at + 2]
     root = Path(argv[1]) if len(argv) > 1 else ROOT / "data" / "liger-ci"
     folders = sorted(p.parent.name for p in root.glob("*/benchmark.csv"))
     cells = cell_medians(root)
@@ -129,6 +201,27 @@ def main(argv: list[str]) -> int:
     print("rule: tolerance = p95 rounded up to the next whole percent")
     for metric, tol in sorted(rules.items()):
         print(f"  {metric}: {tol * 100:.0f}%")
+    table = tolerance_table(cells)
+    print()
+    print(
+        f"per-cell table: {len(table['cells'])} cells with >= {CELL_MIN_RUNS} CI runs, "
+        f"{len(table['classes'])} classes with >= {CLASS_MIN_OBS} observations"
+    )
+    for metric in sorted(stats):
+        own = sorted(t for k, (t, _) in table["cells"].items() if k.split("|")[2] == metric)
+        if own:
+            print(
+                f"  {metric} cell tolerances: min {own[0]:.0%}, median "
+                f"{statistics.median(own):.0%}, max {own[-1]:.0%}; "
+                f"at the floor {sum(t == FLOOR[metric] for t in own)} of {len(own)}"
+            )
+    h200 = {k: v for k, v in table["classes"].items() if "NVIDIA H200" in k}
+    for key, (tol, n) in sorted(h200.items()):
+        print(f"  class {key}: {tol:.0%} ({n} observations)")
+    if write is not None:
+        write.parent.mkdir(parents=True, exist_ok=True)
+        write.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
+        print(f"wrote {write}")
     return 0
 
 

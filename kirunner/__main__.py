@@ -3,10 +3,17 @@
     python -m kirunner JOB.json --out RESULT.json [--sign] [--cpu] [--rep MS] [--seed N]
     python -m kirunner sign RESULT.json [--out SIGNED.json]
     python -m kirunner verify RESULT.json
+    python -m kirunner batch JOB.json... --out-dir DIR [--sign] [--suffix .r1] [--budget S]
+
+`batch` runs many jobs in one process: process start, imports and Triton compilation dominate
+a short job, so a batch of hundreds of jobs costs a fraction of one process per job. Each job
+still gets its own result file (written as soon as it finishes; a file already there is kept,
+so a batch cut short resumes where it stopped).
 
 Exit status: 0 result written and status ok; 1 result written but the job failed,
 was unavailable or the implementation was incorrect; 2 usage error or unreadable input;
-3 signing/verification failure.
+3 signing/verification failure; `batch` exits 75 when a job left the process unfit for
+another (run it again: finished results are kept).
 """
 
 from __future__ import annotations
@@ -79,15 +86,111 @@ def _cmd_run(argv: list[str]) -> int:
     if key is not None:
         sign_result(result, *key)
     _write_json(Path(args.out), result)
+    print(_summary(result))
+    return 0 if result["payload"].get("status") == "ok" else 1
+
+
+def _summary(result: dict[str, Any]) -> str:
     payload = result["payload"]
     m = payload.get("measurement") or {}
     summary = f"{payload.get('status')}: {payload.get('benchmark')}/{payload.get('provider')}/{payload.get('pass')}/{payload.get('metric')}"
     if m:
         summary += f" median={m.get('median'):.6g} {m.get('unit')} (p20={m.get('p20'):.6g}, p80={m.get('p80'):.6g}, n={m.get('iterations')})"
+        cls = (m.get("diagnostics") or {}).get("classification")
+        if cls:
+            summary += (
+                f" device={cls['deviceMs']:.6g} host={cls['hostEnqueueMs']:.6g} {cls['kind']}"
+            )
     if payload.get("error"):
         summary += f" error={payload['error'].splitlines()[0]}"
-    print(summary)
-    return 0 if payload.get("status") == "ok" else 1
+    return summary
+
+
+TAINTED = 75  # EX_TEMPFAIL: run the batch again in a new process; finished results are kept
+
+
+def _finished(path: Path) -> bool:
+    """A result worth keeping: anything but a crash (which a second try may get past)."""
+    try:
+        return _read_json(str(path))["payload"]["status"] != "error"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _release() -> None:
+    """Free what a job left behind before the next one starts (see runner._run)."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def _cmd_batch(argv: list[str]) -> int:
+    import time
+
+    p = argparse.ArgumentParser(prog="python -m kirunner batch")
+    p.add_argument("jobs", nargs="+", help="RerunJob JSON files")
+    p.add_argument("--out-dir", required=True, help="one RESULT per job: <job stem><suffix>.json")
+    p.add_argument("--suffix", default="", help="added to each result's file name, e.g. .r1")
+    p.add_argument("--sign", action="store_true", help="sign with KERNELINDEX_WORKER_KEY[_ID]")
+    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--rep", type=float, default=None)
+    p.add_argument("--budget", type=float, default=None, help="start no job after S seconds")
+    args = p.parse_args(argv)
+    key = None
+    if args.sign:
+        try:
+            key = key_from_env()
+        except SigningError as exc:
+            print(f"kirunner: {exc}", file=sys.stderr)
+            return 3
+
+    from .runner import run_job
+
+    t0 = time.monotonic()
+    out_dir = Path(args.out_dir)
+    counts = {"ok": 0, "not ok": 0, "kept": 0, "skipped": 0}
+    for job_path in args.jobs:
+        out = out_dir / f"{Path(job_path).stem}{args.suffix}.json"
+        if out.exists() and _finished(out):
+            counts["kept"] += 1
+            continue
+        if args.budget is not None and time.monotonic() - t0 > args.budget:
+            counts["skipped"] += 1
+            continue
+        try:
+            job = _read_json(job_path)
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"{job_path}: cannot read: {exc}", flush=True)
+            counts["not ok"] += 1
+            continue
+        started = time.monotonic()
+        result = run_job(job, force_cpu=args.cpu, rep=args.rep)
+        _release()
+        if key is not None:
+            sign_result(result, *key)
+        _write_json(out, result)
+        ok = result["payload"].get("status") == "ok"
+        counts["ok" if ok else "not ok"] += 1
+        diagnostics = (result["payload"].get("measurement") or {}).get("diagnostics") or {}
+        start_bytes = result["payload"].get("environment", {}).get("allocatedAtStartBytes")
+        at_start = "" if start_bytes is None else f" [allocated at start: {start_bytes} B]"
+        print(
+            f"{out.name} {time.monotonic() - started:.1f}s {_summary(result)}{at_start}", flush=True
+        )
+        if (diagnostics.get("device") or {}).get("processTainted"):
+            # A CUDA-graph capture failed part-way: this process's allocator and generator
+            # cannot be trusted for another job. Exit so the caller starts a fresh one.
+            print(f"batch: process tainted by {out.name}; exiting for a fresh process", flush=True)
+            return TAINTED
+    print("batch: " + ", ".join(f"{v} {k}" for k, v in counts.items()), flush=True)
+    return 0 if counts["not ok"] == 0 else 1
 
 
 def _cmd_sign(argv: list[str]) -> int:
@@ -134,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "sign":
         return _cmd_sign(argv[1:])
+    if argv and argv[0] == "batch":
+        return _cmd_batch(argv[1:])
     if argv and argv[0] == "verify":
         return _cmd_verify(argv[1:])
     if argv and argv[0] == "run":

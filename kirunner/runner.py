@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import os
+import re
 import secrets
 import traceback
 from typing import Any
@@ -33,6 +34,7 @@ API_VERSION = "kernelindex.dev/v1alpha1"
 PASSES = ("forward", "backward", "full")
 METRIC_ALIASES = {"latency": "latency", "speed": "latency", "memory": "memory"}
 DEFAULT_QUANTILES = (0.5, 0.2, 0.8)
+RELEASE = re.compile(r"^v?\d+\.\d+")
 
 
 class JobError(ValueError):
@@ -100,11 +102,14 @@ def validate_job(job: Any) -> dict[str, Any]:
         raise JobError("protocol.rep must be a positive number of milliseconds")
     out["rep"] = rep
     impl = job.get("implementation") or {}
-    out["revision"] = (
-        (impl.get("revision") if isinstance(impl, dict) else None)
-        or protocol.get("ligerVersion")
-        or None
-    )
+    revision = (impl.get("revision") if isinstance(impl, dict) else None) or None
+    # CI rows name the commit upstream ran (e.g. "02bac05") beside the version string that
+    # checkout carried; a commit is no installable release (and read as a version it would
+    # pick an arbitrary one), so the release named by the version string is asked for.
+    if revision is not None and not RELEASE.match(str(revision)):
+        out["commit"] = str(revision)
+        revision = None
+    out["revision"] = revision or protocol.get("ligerVersion") or None
     return out
 
 
@@ -195,7 +200,7 @@ def _run(
 
     import torch
 
-    from . import harness, protocol
+    from . import diagnose, harness, protocol
     from .check import run_check
     from .env import capture_environment, gpu_clocks
     from .kernels import get_spec
@@ -215,6 +220,12 @@ def _run(
     )
     payload["device"] = device_type
     payload["environment"] = capture_environment(device_type)
+    if device_type == "cuda":
+        # In a batch, an earlier job's tensors (autograd graphs hold reference cycles) must be
+        # gone before this one starts: they would count towards its peak memory and crowd out
+        # its inputs. The reading is kept so a result shows what it started from.
+        _free(device_type)
+        payload["environment"]["allocatedAtStartBytes"] = torch.cuda.memory_allocated(device)
 
     ran = spec.scale_down(wl) if device_type == "cpu" else dict(wl)
     workload: dict[str, Any] = {
@@ -233,6 +244,8 @@ def _run(
     impl_json = impl.info.as_json()
     if spec_job["provider"] == "liger":
         impl_json["requestedRevision"] = revision
+        if "commit" in spec_job:
+            impl_json["upstreamCommit"] = spec_job["commit"]
     payload["implementation"] = impl_json
     if impl.info.package == "liger-kernel":
         # The release was imported from KIRUNNER_LIGER_ROOT, which package metadata
@@ -256,11 +269,28 @@ def _run(
     gen.manual_seed(seed + 1)
     clocks_before = gpu_clocks(device.index or 0) if device_type == "cuda" else None
 
+    diagnostics: dict[str, Any] | None = None
     if spec_job["metric"] == "latency":
         fn, grad_to_none = protocol.speed_closure(spec, impl, ran, device, gen, spec_job["pass"])
         if device_type == "cuda":
+            nvml_before = diagnose.nvml_state(device.index or 0)
             m = harness.latency_cuda(fn, rep=rep, quantiles=quantiles, grad_to_none=grad_to_none)
             timer = "cuda_events"
+            median_ms = harness.quantile_linear(m.samples, 0.5)
+            diagnostics = _diagnose_host(fn, grad_to_none)
+            # The device-time case is built afresh: free the do_bench one first, or the
+            # largest workloads (16 GiB of logits) do not fit twice.
+            del fn, grad_to_none
+            _free(device_type)
+            _diagnose_device(
+                diagnostics, median_ms, seed, spec, impl, ran, device, spec_job["pass"]
+            )
+            diagnostics["clocks"] = {
+                "before": nvml_before,
+                "after": diagnose.nvml_state(device.index or 0),
+                "source": "NVML (nvidia-ml-py)" if nvml_before else "unavailable: no NVML",
+            }
+            diagnostics["throttled"] = diagnose.throttled(diagnostics["clocks"])
         else:
             m = harness.latency_cpu(
                 fn,
@@ -270,8 +300,11 @@ def _run(
                 max_samples=cpu_max_samples,
             )
             timer = "cpu_perf_counter"
+            del fn, grad_to_none
+            diagnostics = {
+                "absent": "CPU run: no device time, host enqueue time, flush or GPU clocks"
+            }
         unit = "ms"
-        del fn, grad_to_none
     else:
 
         def make_fn() -> Any:
@@ -309,9 +342,71 @@ def _run(
         measurement["notes"] = [
             f"job rep {rep:g} ms differs from the upstream script's rep={spec.upstream_rep} for {spec.name}"
         ]
+    if diagnostics is not None:
+        measurement["diagnostics"] = diagnostics
     if clocks_before is not None:
         measurement["clocks"] = {"before": clocks_before, "after": gpu_clocks(device.index or 0)}
     payload["measurement"] = measurement
     payload["status"] = "ok" if check.passed else "incorrect"
     if os.environ.get("TRITON_INTERPRET") == "1":
         payload["status"] = "dev-interpreter"
+
+
+def _diagnose_host(fn: Any, grad_to_none: Any) -> dict[str, Any]:
+    """Host enqueue time of the do_bench closure (kirunner.diagnose)."""
+    from . import diagnose
+
+    try:
+        return {"hostEnqueue": diagnose.host_enqueue_time(fn, grad_to_none)}
+    except Exception as exc:  # a diagnostic must not cost the protocol figure
+        return {"error": f"host enqueue: {type(exc).__name__}: {exc}"}
+
+
+def _diagnose_device(
+    out: dict[str, Any],
+    median_ms: float,
+    seed: int,
+    spec: Any,
+    impl: Any,
+    ran: dict[str, Any],
+    device: Any,
+    mode: str,
+) -> None:
+    """Flush time, cold device time and the classification, into `out`. A failure here never
+    loses the do_bench figure: it is recorded as the reason the diagnostics are missing, and
+    the server then gives no timing verdict."""
+    import torch
+
+    from . import diagnose, harness, protocol
+
+    if "error" in out:
+        return
+    try:
+        cache = torch.empty(harness.L2_FLUSH_BYTES // 4, dtype=torch.int, device=device)
+        out["flush"] = diagnose.flush_time(cache)
+
+        def make() -> Any:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(seed + 2)
+            return protocol.speed_closure(spec, impl, ran, device, gen, mode)
+
+        out["device"] = diagnose.cold_device_time(
+            make,
+            cache,
+            estimate_ms=median_ms + out["flush"]["median"],
+            flush_ms=out["flush"]["median"],
+        )
+        del cache
+        _free("cuda")
+    except Exception as exc:  # a diagnostic must not cost the protocol figure
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        return
+    device_ms = out["device"].get("median")
+    if device_ms is not None:
+        out["repeatsConsistent"] = diagnose.repeats_consistent(out["device"])
+        out["classification"] = diagnose.classify(
+            do_bench_ms=median_ms,
+            device_ms=device_ms,
+            host_enqueue_ms=out["hostEnqueue"]["median"],
+            flush_ms=out["flush"]["median"],
+        )

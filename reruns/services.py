@@ -32,7 +32,7 @@ from reruns.models import (
     ResultReceipt,
 )
 from runs import catalogue
-from runs.evidence import evidence_apply, outcome_decide
+from runs.evidence import NoVerdict, evidence_apply, outcome_decide
 from runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -483,17 +483,26 @@ def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_
         )
         return receipt
 
+    try:
+        outcome = outcome_decide(
+            run=job.run,
+            correctness_passed=correctness["passed"],
+            device=str(payload.get("device")),
+            gpu_product=gpu_spec.product if gpu_spec else None,
+            measurement=measurement,
+            environment=payload.get("environment"),
+        )
+    except NoVerdict as exc:
+        # Verified, but it cannot carry a verdict (throttled clocks, disagreeing repeats...):
+        # the job fails with the reason and no level moves; the run can be re-run.
+        receipt = ResultReceipt.objects.create(**receipt_fields)
+        RerunJob.objects.filter(pk=job.pk).update(
+            state=JobState.FAILED, finished_at=now, error=f"no verdict: {exc}"[:4000]
+        )
+        return receipt
     controlled_run = None
     if gpu_spec is not None:
         controlled_run = controlled.controlled_run_from(job=job, payload=payload, gpu_spec=gpu_spec)
-    outcome = outcome_decide(
-        run=job.run,
-        correctness_passed=correctness["passed"],
-        device=str(payload.get("device")),
-        gpu_product=gpu_spec.product if gpu_spec else None,
-        median=measurement.get("median"),
-        unit=measurement.get("unit"),
-    )
     event = evidence_apply(
         run=job.run,
         controlled_run=controlled_run,

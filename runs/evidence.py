@@ -6,30 +6,61 @@ is created with, and every move of an original run's level, each written with it
 EvidenceEvent in the same transaction. tests/test_evidence.py scans the code base for any
 other writer, and tries the admin.
 
-The rule, given a verified controlled result for a run:
+The rule, given a verified controlled result for a run (docs/evidence.md has the table):
 1. Its correctness check failed: `incorrect`.
-2. It ran on a GPU of the same product as the run's (e.g. "NVIDIA H100", whatever the form
-   factor) and its median is within TOLERANCE[metric] of the run's: `reproduced`;
-   outside it: `not-reproduced`.
-3. Otherwise (another GPU product, or a CPU, which can never reproduce a GPU run): `checked`.
+2. A CPU result, or a GPU of another product (e.g. an H200 for an H100 run): `checked`, with
+   the device time it measured when it has one ("measured on another GPU product"); the
+   checks below concern a timing verdict, which another product never gives.
+3. Same product, and the result cannot carry a verdict: the GPU clocks throttled, the
+   device-time repeats disagree, the peak memory counts an earlier job's tensors, or the
+   published median is not positive. `NoVerdict`: the job fails with the reason, no level
+   moves, and it can be re-run.
+4. Same product, memory: the rerun's peak within the cell's tolerance: `reproduced`, else
+   `not-reproduced`.
+5. Same product, latency, by how the runner classified its own `do_bench` figure
+   (kirunner.diagnose.classify, recomputed here from the recorded numbers):
+   - device-bound: `do_bench` median against the published median, within the cell's
+     tolerance: `reproduced`, else `not-reproduced`; a cell whose upstream spread exceeds
+     TOLERANCE_CEILING can be neither confirmed nor refuted: `checked`;
+   - host-bound (or unexplained): the `do_bench` figure timed our host, so it proves nothing
+     about the published one. A published median faster than the GPU's cold device time by
+     more than the tolerance is `not-reproduced` ("faster than the GPU can run this call");
+     otherwise `checked`, with "host-bound on our runner: device time X, host enqueue Y";
+   - no device time recorded (results of runners before these diagnostics): `checked`.
 A `checked` outcome does not overwrite `reproduced` or `not-reproduced`: those already say the
 implementation was re-run and checked, and a correctness check says nothing about speed.
+
+Beside the level, a same-product latency result whose cold device time is a small fraction of
+the published median records `hostDominatedFactor`: the page says the source's benchmark host
+dominated the published figure. It labels the run; it never edits the published number.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 from django.db import transaction
 
+from kirunner import diagnose
 from runs.models import Evidence, EvidenceEvent, Run
 
-# Relative deviation of the rerun's median from the published median that still counts as
-# reproduced. Measured, not chosen: the p95 of how far the same cell moves between Liger's
-# own CI runs on the same GPU, rounded up to a whole percent (bench/tolerance.py prints the
-# distribution; docs/evidence.md quotes it and explains the choice).
+# The last-resort tolerance per metric, when neither the run's cell nor its class has enough
+# upstream observations: the p95 of how far a cell moves between Liger's own CI runs, over
+# all cells, rounded up (bench/tolerance.py prints it; docs/evidence.md explains the choice).
 TOLERANCE = {"latency": 0.35, "memory": 0.01}
 TOLERANCE_RULE = "p95 of upstream CI run-to-run deviation, rounded up (docs/evidence.md)"
+# Per-cell and per-class tolerances, written by `python bench/tolerance.py --write`.
+TOLERANCE_TABLE = Path(__file__).resolve().parent.parent / "data" / "tolerance" / "liger-ci.json"
+# Sources whose rows the table's cells describe (the same upstream project and protocol).
+TABLE_SOURCES = {"liger-kernel-ci", "liger-kernel-bench"}
+# A cell whose own upstream figures spread by more than this cannot be confirmed or refuted:
+# "reproduced within 128 %" would mean nothing.
+TOLERANCE_CEILING = 0.50
+# Published median this many times the GPU's cold device time: the source's host dominated it.
+HOST_DOMINATED_FACTOR = 3.0
 
 # Result units -> the run's integer units (ns, bytes).
 UNIT_SCALE = {"ms": 1e6, "us": 1e3, "ns": 1.0, "MiB": 2**20, "B": 1.0}
@@ -43,17 +74,86 @@ class Outcome:
     facts: dict = field(default_factory=dict)
 
 
+class NoVerdict(Exception):
+    """The result is verified but cannot carry a verdict; the job fails with this reason."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    value: float
+    source: str  # "cell", "class" or "global"
+    detail: str
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    try:
+        return json.loads(TOLERANCE_TABLE.read_text())
+    except FileNotFoundError:
+        return {"cells": {}, "classes": {}}
+
+
+def tolerance_for(run: Run) -> Tolerance:
+    """The run's cell's own tolerance, else its class's, else the metric's (module docstring)."""
+    metric = run.metric
+    if run.source.slug in TABLE_SOURCES:
+        table = _table()
+        gpu = run.environment.gpu.upstream_name
+        bench, provider = run.benchmark.slug, run.implementation.provider_key
+        cell = "|".join((bench, run.timed_pass, metric, provider, run.workload.slug, gpu))
+        if cell in table["cells"]:
+            value, n = table["cells"][cell]
+            return Tolerance(value, "cell", f"this cell's own spread across {n} upstream CI runs")
+        klass = "|".join((bench, provider, gpu, metric))
+        if klass in table["classes"]:
+            value, n = table["classes"][klass]
+            return Tolerance(
+                value,
+                "class",
+                f"the spread of {bench} / {provider} / {gpu} cells across upstream CI runs "
+                f"({n} observations; this cell has too few of its own)",
+            )
+    return Tolerance(TOLERANCE[metric], "global", f"all upstream {metric} cells ({TOLERANCE_RULE})")
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us"
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _latency_diagnostics(measurement: dict) -> dict | None:
+    """The runner's diagnostics, re-judged here with the one rule (kirunner.diagnose)."""
+    diagnostics = measurement.get("diagnostics") or {}
+    host = (diagnostics.get("hostEnqueue") or {}).get("median")
+    flush = (diagnostics.get("flush") or {}).get("median")
+    device = diagnostics.get("device") or {}
+    median = measurement.get("median")
+    if not all(_number(v) for v in (host, flush, device.get("median"), median)):
+        return None
+    if device["median"] <= 0:
+        return None
+    cls = diagnose.classify(
+        do_bench_ms=median, device_ms=device["median"], host_enqueue_ms=host, flush_ms=flush
+    )
+    cls["deviceMethod"] = device.get("method")
+    return cls
+
+
 def outcome_decide(
     *,
     run: Run,
     correctness_passed: bool,
     device: str,
     gpu_product: str | None,
-    median: float | None,
-    unit: str | None,
+    measurement: dict | None,
+    environment: dict | None = None,
 ) -> Outcome:
     """Apply the rule above; `facts` records every input it used, for the event."""
     original_product = run.environment.gpu.product
+    measurement = measurement or {}
     facts: dict = {
         "correctnessPassed": correctness_passed,
         "device": device,
@@ -66,24 +166,100 @@ def outcome_decide(
     if device != "cuda" or gpu_product is None:
         facts["why"] = "a CPU result can check correctness but never reproduce a GPU run"
         return Outcome(Evidence.CHECKED, facts)
+
+    median, unit = measurement.get("median"), measurement.get("unit")
+    if not _number(median) or unit not in UNIT_SCALE:
+        raise NoVerdict(f"a GPU result needs a numeric median with a known unit, got {unit!r}")
+    if not run.median or run.median <= 0:
+        raise NoVerdict(f"the published median ({run.median}) is not positive: nothing to compare")
+    measured = median * UNIT_SCALE[unit]
+    facts.update(measured=measured, published=run.median, runUnit=run.unit)
+
     if gpu_product != original_product:
         facts["why"] = "another GPU product: correctness checked, the timing is not comparable"
+        cls = _latency_diagnostics(measurement) if run.metric == "latency" else None
+        if cls is not None:
+            facts["classification"] = cls
+            facts["deviceNs"] = cls["deviceMs"] * 1e6
+            facts["why"] = (
+                f"measured on another GPU product: {gpu_product} device time "
+                f"{_us(facts['deviceNs'])}; correctness checked, the timing is not comparable"
+            )
         return Outcome(Evidence.CHECKED, facts)
-    if median is None or unit not in UNIT_SCALE:
-        raise ValueError(f"a same-product result needs a median with a known unit, got {unit!r}")
-    measured = median * UNIT_SCALE[unit]
-    deviation = abs(measured - run.median) / run.median
-    tolerance = TOLERANCE[run.metric]
+
+    cls = None
+    if run.metric == "memory":
+        start = (environment or {}).get("allocatedAtStartBytes") or 0
+        subtracted = (measurement.get("details") or {}).get("baselineBytes")
+        if _number(start) and start > 0 and not subtracted:
+            raise NoVerdict(
+                f"the runner process held {start / 2**20:.0f} MiB from an earlier job when this "
+                "one started; the peak counts it, so the reading is not this job's"
+            )
+    else:
+        diagnostics = measurement.get("diagnostics") or {}
+        throttle = diagnose.throttled(diagnostics.get("clocks"))
+        if throttle:
+            raise NoVerdict(f"the GPU clocks were throttled ({', '.join(throttle)})")
+        spread = diagnostics.get("device") or {}
+        if _number(spread.get("median")) and not diagnose.repeats_consistent(spread):
+            raise NoVerdict(
+                "the device-time repeats disagree beyond their spread "
+                f"(p20 {spread.get('p20')} ms, p80 {spread.get('p80')} ms, median "
+                f"{spread.get('median')} ms; limit {diagnose.REPEAT_SPREAD_LIMIT:.0%})"
+            )
+        cls = _latency_diagnostics(measurement)
+        if cls is not None:
+            facts["classification"] = cls
+            device_ns = cls["deviceMs"] * 1e6
+            facts["deviceNs"] = device_ns
+            factor = run.median / device_ns
+            if factor >= HOST_DOMINATED_FACTOR:
+                facts["hostDominatedFactor"] = round(factor, 2)
+
+    tolerance = tolerance_for(run)
     facts.update(
-        measured=measured,
-        published=run.median,
-        runUnit=run.unit,
-        deviation=round(deviation, 6),
-        tolerance=tolerance,
+        tolerance=tolerance.value,
+        toleranceSource=tolerance.source,
+        toleranceDetail=tolerance.detail,
         rule=TOLERANCE_RULE,
     )
-    level = Evidence.REPRODUCED if deviation <= tolerance else Evidence.NOT_REPRODUCED
-    return Outcome(level, facts)
+    deviation = abs(measured - run.median) / run.median
+    facts["deviation"] = round(deviation, 6)
+    if run.metric == "latency" and cls is None:
+        facts["why"] = (
+            "no device time was recorded with this result (a runner before host and device "
+            "diagnostics, or they failed): do_bench alone cannot tell a slow host from a slow "
+            "kernel, so the timing is neither confirmed nor refuted"
+        )
+        return Outcome(Evidence.CHECKED, facts)
+    if run.metric == "latency" and cls["kind"] != "device-bound":
+        limit = min(tolerance.value, TOLERANCE_CEILING)
+        if run.median < facts["deviceNs"] * (1 - limit):
+            facts["why"] = (
+                f"the published figure {_us(run.median)} is faster than the GPU can run this "
+                f"call: device time {_us(facts['deviceNs'])} (more than {limit:.0%} below it)"
+            )
+            return Outcome(Evidence.NOT_REPRODUCED, facts)
+        facts["why"] = (
+            f"{cls['kind']} on our runner: device time {_us(facts['deviceNs'])}, host enqueue "
+            f"{cls['hostEnqueueMs'] * 1e3:.1f} us; our do_bench figure timed the host, so it "
+            "neither confirms nor refutes the published one"
+        )
+        return Outcome(Evidence.CHECKED, facts)
+    if tolerance.value > TOLERANCE_CEILING:
+        facts["why"] = (
+            f"upstream's own figures for this cell spread by up to {tolerance.value:.0%} "
+            f"({tolerance.detail}): too wide to confirm or refute"
+        )
+        return Outcome(Evidence.CHECKED, facts)
+    if deviation <= tolerance.value:
+        facts["why"] = f"within {tolerance.value:.0%} of the published median ({deviation:.1%} off)"
+        return Outcome(Evidence.REPRODUCED, facts)
+    facts["why"] = (
+        f"{deviation:.1%} off the published median, outside the {tolerance.value:.0%} tolerance"
+    )
+    return Outcome(Evidence.NOT_REPRODUCED, facts)
 
 
 def _next_level(current: str, outcome: str) -> str:

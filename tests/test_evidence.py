@@ -7,11 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from runs.evidence import TOLERANCE, Outcome, evidence_apply, outcome_decide
+from runs import evidence
+from runs.evidence import TOLERANCE, NoVerdict, Outcome, evidence_apply, outcome_decide
 from runs.models import Evidence, EvidenceEvent
 from tests.factories import RunFactory
 
 REPO = Path(__file__).resolve().parent.parent
+PUBLISHED_MS = 0.385536
+
+
+@pytest.fixture(autouse=True)
+def _no_upstream_table(monkeypatch):
+    """The rule under test, not the shipped table: every run gets the global tolerance unless
+    a test installs a table of its own."""
+    monkeypatch.setattr(evidence, "_table", lambda: {"cells": {}, "classes": {}})
 
 
 @pytest.fixture
@@ -20,42 +29,139 @@ def run(db):
     return RunFactory(median=385_536)
 
 
-def decide(run, *, passed=True, device="cuda", product="NVIDIA H100", median_ms=0.385536):
+def measured(do_bench_ms, *, device_ms=None, host_ms=0.02, flush_ms=0.06, spread=0.01, clocks=None):
+    """A latency measurement as kirunner records it: the do_bench median and, when
+    device_ms is given, the diagnostics (cold device time with a p20-p80 spread of
+    `spread`, host enqueue time, flush time, NVML readings)."""
+    m = {"median": do_bench_ms, "unit": "ms"}
+    if device_ms is not None:
+        half = device_ms * spread / 2
+        m["diagnostics"] = {
+            "hostEnqueue": {"median": host_ms},
+            "flush": {"median": flush_ms},
+            "device": {
+                "median": device_ms,
+                "p20": device_ms - half,
+                "p80": device_ms + half,
+                "method": "cuda-graph",
+            },
+            "clocks": clocks or {"before": {"clockEventReasons": 0}, "after": {}},
+        }
+    return m
+
+
+def decide(run, measurement=None, *, passed=True, device="cuda", product="NVIDIA H100", env=None):
     return outcome_decide(
         run=run,
         correctness_passed=passed,
         device=device,
         gpu_product=product,
-        median=median_ms,
-        unit="ms",
-    ).level
+        measurement=measurement or measured(PUBLISHED_MS, device_ms=PUBLISHED_MS),
+        environment=env,
+    )
 
 
 def test_rule_table(run):
-    inside = 0.385536 * (1 + TOLERANCE["latency"] * 0.99)
-    outside = 0.385536 * (1 + TOLERANCE["latency"] * 1.01)
-    assert decide(run, passed=False) == Evidence.INCORRECT
-    assert decide(run, median_ms=inside) == Evidence.REPRODUCED
-    assert decide(run, median_ms=0.385536 * (1 - TOLERANCE["latency"] * 0.99)) == "reproduced"
-    assert decide(run, median_ms=outside) == Evidence.NOT_REPRODUCED
-    # Same product in another form factor still counts; another product never does.
-    assert decide(run, product="NVIDIA H200", median_ms=0.385536) == Evidence.CHECKED
-    # A CPU result can never reproduce a GPU run, however close its number.
-    assert decide(run, device="cpu", product=None, median_ms=0.385536) == Evidence.CHECKED
-    assert decide(run, device="cpu", product=None, passed=False) == Evidence.INCORRECT
+    tol = TOLERANCE["latency"]  # the factory's source has no per-cell table: the global one
+    inside, outside = PUBLISHED_MS * (1 + tol * 0.99), PUBLISHED_MS * (1 + tol * 1.01)
+    fast_device = PUBLISHED_MS * 0.2  # the GPU needs a fifth of the published figure
+    slow_device = PUBLISHED_MS * 2.0  # the GPU needs twice the published figure
+    cases = [
+        ("correctness failed", decide(run, passed=False), Evidence.INCORRECT),
+        ("CPU", decide(run, device="cpu", product=None), Evidence.CHECKED),
+        ("another GPU product", decide(run, product="NVIDIA H200"), Evidence.CHECKED),
+        # device-bound: do_bench within 15 % of the device time, judged against the published.
+        ("device-bound within", decide(run, measured(inside, device_ms=inside)), "reproduced"),
+        (
+            "device-bound below, within",
+            decide(run, measured(PUBLISHED_MS * (1 - tol * 0.99), device_ms=PUBLISHED_MS * 0.66)),
+            Evidence.REPRODUCED,
+        ),
+        (
+            "device-bound outside",
+            decide(run, measured(outside, device_ms=outside)),
+            "not-reproduced",
+        ),
+        # host-bound: the host needs longer to enqueue than the flush takes; do_bench is void.
+        (
+            "host-bound, published slower than the device",
+            decide(run, measured(outside * 2, device_ms=fast_device, host_ms=0.5)),
+            Evidence.CHECKED,
+        ),
+        (
+            "host-bound, published faster than the device",
+            decide(run, measured(slow_device * 1.5, device_ms=slow_device, host_ms=0.9)),
+            Evidence.NOT_REPRODUCED,
+        ),
+        (
+            "unexplained gap (host fast, do_bench slow)",
+            decide(run, measured(outside * 2, device_ms=fast_device, host_ms=0.01)),
+            Evidence.CHECKED,
+        ),
+        ("no diagnostics recorded", decide(run, measured(PUBLISHED_MS)), Evidence.CHECKED),
+    ]
+    assert [(name, o.level) for name, o, _ in cases] == [(name, want) for name, _, want in cases]
+    host_bound = cases[6][1].facts
+    assert host_bound["classification"]["kind"] == "host-bound"
+    assert host_bound["why"].startswith("host-bound on our runner: device time 77.1 us")
+    assert "faster than the GPU can run this call" in cases[7][1].facts["why"]
+    # The published figure is five times the device time: the source's host dominated it.
+    assert host_bound["hostDominatedFactor"] == 5.0
+    assert "H200 device time 385.5 us" in cases[2][1].facts["why"]
+
+
+def test_no_verdict_cases(run):
+    throttled = {"after": {"clockEventReasons": 0x40}}
+    capped = {"after": {"clockEventReasons": 0x4, "powerLimitW": 700, "defaultPowerLimitW": 700}}
+    lowered = {"after": {"clockEventReasons": 0x4, "powerLimitW": 400, "defaultPowerLimitW": 700}}
+    with pytest.raises(NoVerdict, match="hardware thermal slowdown"):
+        decide(run, measured(PUBLISHED_MS, device_ms=PUBLISHED_MS, clocks=throttled))
+    with pytest.raises(NoVerdict, match="software power cap"):
+        decide(run, measured(PUBLISHED_MS, device_ms=PUBLISHED_MS, clocks=lowered))
+    # Running at the card's own rated power limit is not throttling.
+    assert decide(run, measured(PUBLISHED_MS, device_ms=PUBLISHED_MS, clocks=capped)).level == (
+        Evidence.REPRODUCED
+    )
+    with pytest.raises(NoVerdict, match="repeats disagree"):
+        decide(run, measured(PUBLISHED_MS, device_ms=PUBLISHED_MS, spread=0.3))
+    memory_run = RunFactory(metric="memory", unit="B", median=64 * 2**20)
+    reading = {"median": 64.0, "unit": "MiB", "details": {}}
+    with pytest.raises(NoVerdict, match="held 32 MiB"):
+        decide(memory_run, reading, env={"allocatedAtStartBytes": 32 * 2**20})
+    subtracted = {**reading, "details": {"baselineBytes": 32 * 2**20}}
+    env = {"allocatedAtStartBytes": 32 * 2**20}
+    assert decide(memory_run, subtracted, env=env).level == Evidence.REPRODUCED
+    with pytest.raises(NoVerdict, match="not positive"):
+        decide(RunFactory(median=0))
 
 
 def test_memory_uses_its_own_tolerance(db):
     run = RunFactory(metric="memory", unit="B", median=64 * 2**20)
-    level = outcome_decide(
-        run=run,
-        correctness_passed=True,
-        device="cuda",
-        gpu_product="NVIDIA H100",
-        median=64 * (1 + TOLERANCE["memory"] * 2),
-        unit="MiB",
-    ).level
-    assert level == Evidence.NOT_REPRODUCED
+    reading = {"median": 64 * (1 + TOLERANCE["memory"] * 2), "unit": "MiB"}
+    assert decide(run, reading).level == Evidence.NOT_REPRODUCED
+
+
+def test_tolerance_comes_from_the_cell_then_its_class(db, monkeypatch):
+    run = RunFactory(median=100_000)
+    gpu = run.environment.gpu.upstream_name
+    bench, provider = run.benchmark.slug, run.implementation.provider_key
+    cell = "|".join((bench, run.timed_pass, "latency", provider, run.workload.slug, gpu))
+    table = {
+        "cells": {cell: [0.05, 30]},
+        "classes": {"|".join((bench, provider, gpu, "latency")): [0.9, 100]},
+    }
+    monkeypatch.setattr(evidence, "_table", lambda: table)
+    monkeypatch.setattr(evidence, "TABLE_SOURCES", {run.source.slug})
+    # 8 % off: inside the global 35 %, outside this cell's own 5 %.
+    outcome = decide(run, measured(0.108, device_ms=0.108))
+    assert (outcome.level, outcome.facts["toleranceSource"]) == ("not-reproduced", "cell")
+    # Another workload of the same class has no cell of its own: the class's 90 % applies,
+    # which is wider than any verdict can rest on.
+    other = RunFactory(median=100_000, benchmark=run.benchmark, source=run.source)
+    other.workload.slug = "another"
+    outcome = decide(other, measured(0.108, device_ms=0.108))
+    assert (outcome.level, outcome.facts["toleranceSource"]) == ("checked", "class")
+    assert "too wide to confirm or refute" in outcome.facts["why"]
 
 
 def test_apply_moves_the_level_and_writes_the_event(run):

@@ -25,6 +25,9 @@ BATCHES = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()) + [FIXTUR
 def _documents(batch: Path, kind: str) -> list[dict]:
     docs = []
     for path in sorted(batch.rglob("*.json")):
+        # Repeated runs of the same jobs and jobs the batch did not reach are data, not loaded.
+        if {"repeats", "unrun"} & set(path.relative_to(batch).parts):
+            continue
         doc = json.loads(path.read_text())
         if isinstance(doc, dict) and doc.get("kind") == kind:
             docs.append(doc)
@@ -62,6 +65,11 @@ def test_batch_loads_into_controlled_runs(db, batch, client):
             continue
         assert job.state in (JobState.SUCCEEDED, JobState.FAILED)
         receipt = job.receipt
+        if job.state == JobState.FAILED:
+            # The runner could not run it, or the result could carry no verdict: nothing moved.
+            assert job.error.startswith(("the runner reported", "no verdict: "))
+            assert receipt.controlled_run is None and receipt.evidence_event is None
+            continue
         if payload.get("device") == "cuda" and payload.get("status") in ("ok", "incorrect"):
             controlled = receipt.controlled_run
             assert controlled.source.slug == "kernelindex"
@@ -83,8 +91,10 @@ def test_batch_loads_into_controlled_runs(db, batch, client):
 
 
 def test_h200_fixture_verdicts(db):
-    """The example run (H100) is only checked by an H200; the upstream H200 rope row is
-    reproduced by the H200 rerun within the measured tolerance."""
+    """The example run (H100) is only checked by an H200. The upstream H200 rope row's result
+    predates the runner's device-time diagnostics: its do_bench figure cannot tell a slow host
+    from a slow kernel, so it stays `checked` and says why (results of older runners still
+    verify and load)."""
     ingest(
         source_slug="liger-kernel-bench", locations=[str(DATA / "liger" / "all_benchmark_data.csv")]
     )
@@ -95,10 +105,10 @@ def test_h200_fixture_verdicts(db):
     example = Run.objects.public().get(public_id="8827e3bb")
     rope_h200 = Run.objects.public().get(public_id="67d207cf")
     assert example.evidence == Evidence.CHECKED
-    assert rope_h200.evidence == Evidence.REPRODUCED
+    assert rope_h200.evidence == Evidence.CHECKED
     facts = rope_h200.evidence_events.get().facts
     assert facts["gpuProduct"] == facts["originalGpuProduct"] == "NVIDIA H200"
-    assert facts["deviation"] <= facts["tolerance"]
+    assert "no device time was recorded" in facts["why"]
     controlled = rope_h200.evidence_events.get().controlled_run
     assert controlled.environment.spec["hardware"]["product"] == "NVIDIA H200"
     assert controlled.environment.spec["software"]["driver"]

@@ -1,12 +1,18 @@
-"""Issue the job files of the first controlled H200 rerun batch from the runs in the database.
+"""Issue the job files of a controlled H200 rerun batch from the runs in the database.
 
-    .venv/bin/python bench/h200/issue_jobs.py --out data/reruns/h200-2026-11-29/jobs
+    .venv/bin/python bench/h200/issue_jobs.py --out data/reruns/h200-2026-11-30/jobs
+    .venv/bin/python bench/h200/issue_jobs.py --selection first --out data/reruns/h200-2026-11-29/jobs
 
 Writes one RerunJob document per selected run with the server's own `job_document` (the
 shape `manage.py rerun export` writes), each with a fresh UUID and nonce. `manage.py rerun load-demo` later creates the job rows from these
 files and records the signed results that the GPU host returned for them.
-Selection: the example page's llama4_rope workload (H100 rows of liger-kernel-bench) and, for
-rope, rms_norm and swiglu, one workload of the latest upstream CI run that has NVIDIA H200 rows.
+Selections:
+- `all-h200` (default): the example page's llama4_rope workload (H100 rows of
+  liger-kernel-bench, every pass and metric, liger and huggingface) and every row of the latest
+  upstream CI run that has NVIDIA H200 rows, for every kernel, pass, metric and provider the
+  runner supports (280 rows at commit 02bac05).
+- `first`: the 2026-11-29 batch: the example workload and, for rope, rms_norm and swiglu,
+  one workload of that CI run.
 """
 
 from __future__ import annotations
@@ -23,7 +29,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-def selected_runs():
+def runner_supports(run) -> bool:
+    from kirunner.kernels import get_spec
+
+    try:
+        spec = get_spec(run.benchmark.slug)
+    except Exception:
+        return False
+    return run.implementation.provider_key in spec.providers
+
+
+def selected_all_h200():
+    from runs.models import Run
+
+    runs = Run.objects.public().with_related()
+    yield from runs.filter(
+        source__slug="liger-kernel-bench",
+        benchmark__slug="llama4_rope",
+        sweep_name="seq",
+        workload__parameters__seq=4096,
+        environment__gpu__upstream_name="NVIDIA H100 80GB HBM3",
+        implementation__provider_key__in=["huggingface", "liger"],
+    ).order_by("timed_pass", "metric", "implementation__provider_key")
+    h200 = runs.filter(source__slug="liger-kernel-ci", environment__gpu__upstream_name="NVIDIA H200")
+    latest = h200.order_by("-publication__sequence").values_list("publication", flat=True).first()
+    cells = h200.filter(publication=latest).order_by(
+        "benchmark__slug", "timed_pass", "metric", "workload__label", "implementation__provider_key"
+    )
+    yield from (run for run in cells if runner_supports(run))
+
+
+def selected_first():
     from runs.models import Run
 
     runs = Run.objects.public().with_related()
@@ -60,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--gpu-class", default="h200")
+    parser.add_argument("--selection", choices=["all-h200", "first"], default="all-h200")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
     import django
@@ -70,13 +107,15 @@ def main() -> None:
     from reruns.models import RerunJob
 
     issued_at = datetime.now(UTC)
-    for n, run in enumerate(selected_runs(), start=1):
+    selected = selected_all_h200() if args.selection == "all-h200" else selected_first()
+    width = 3 if args.selection == "all-h200" else 2
+    for n, run in enumerate(selected, start=1):
         # An unsaved job: `rerun load-demo` creates the row from the file, with this uuid and
         # nonce, once the results come back.
         job = RerunJob(run=run, gpu_class=args.gpu_class, nonce=secrets.token_hex(16),
                        uuid=uuid.uuid4(), issued_at=issued_at)  # fmt: skip
         doc = job_document(job)
-        name = f"{n:02d}-{run.benchmark.slug}-{run.timed_pass}-{run.metric}-{run.implementation.provider_key}.json"
+        name = f"{n:0{width}d}-{run.benchmark.slug}-{run.timed_pass}-{run.metric}-{run.implementation.provider_key}.json"
         (args.out / name).write_text(json.dumps(doc, indent=2) + "\n")
         print(name, run.public_id, run.workload.label)
 

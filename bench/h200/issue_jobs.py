@@ -51,7 +51,9 @@ def selected_all_h200():
         environment__gpu__upstream_name="NVIDIA H100 80GB HBM3",
         implementation__provider_key__in=["huggingface", "liger"],
     ).order_by("timed_pass", "metric", "implementation__provider_key")
-    h200 = runs.filter(source__slug="liger-kernel-ci", environment__gpu__upstream_name="NVIDIA H200")
+    h200 = runs.filter(
+        source__slug="liger-kernel-ci", environment__gpu__upstream_name="NVIDIA H200"
+    )
     latest = h200.order_by("-publication__sequence").values_list("publication", flat=True).first()
     cells = h200.filter(publication=latest).order_by(
         "benchmark__slug", "timed_pass", "metric", "workload__label", "implementation__provider_key"

@@ -147,3 +147,22 @@ def test_unreadable_or_invalid_job(tmp_path: Path, content: str) -> None:
         assert json.loads(out.read_text())["payload"]["status"] == "invalid"
     else:
         assert res.returncode == 2 and not out.exists()
+
+
+def test_batch_runs_jobs_in_one_process_and_resumes(tmp_path: Path) -> None:
+    jobs = [
+        _write_job(tmp_path, f"{n}-{name}", make_job(name, pass_="forward", rep=5))
+        for n, name in enumerate(("rms_norm", "swiglu"))
+    ]
+    out_dir = tmp_path / "results"
+    args = ("batch", *map(str, jobs), "--out-dir", str(out_dir), "--suffix", ".r1", "--cpu")
+    first = _cli(*args, "--sign", env=_env(**ENV_KEY))
+    assert first.returncode == 0, first.stderr
+    assert "batch: 2 ok, 0 not ok, 0 kept, 0 skipped" in first.stdout
+    for job in jobs:
+        result = json.loads((out_dir / f"{job.stem}.r1.json").read_text())
+        assert result["payload"]["status"] == "ok"
+        assert verify_result(result, bytes.fromhex(KEY_HEX))
+    # A second call keeps what is finished and runs nothing again.
+    again = _cli(*args, env=_env(**ENV_KEY))
+    assert "batch: 0 ok, 0 not ok, 2 kept, 0 skipped" in again.stdout

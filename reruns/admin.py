@@ -31,23 +31,12 @@ class RerunJobAdmin(admin.ModelAdmin):
     list_filter = ["state", "gpu_class"]
     search_fields = ["uuid", "run__public_id"]
     actions = ["approve", "cancel", "send_again"]
-    raw_id_fields = ["run"]
-    readonly_fields = [
-        "uuid",
-        "nonce",
-        "state",
-        "attempts",
-        "worker",
-        "requested_by",
-        "approved_by",
-        "created_at",
-        "issued_at",
-        "dispatched_at",
-        "started_at",
-        "finished_at",
-        "error",
-        "dispatch_error",
-    ]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Every field: a job changes only through its actions and the services behind them.
+        # An editable `run` or `offline` let staff move a queued job onto another run, where
+        # it stayed running forever.
+        return [f.name for f in self.model._meta.fields]
 
     @admin.display(description="job")
     def short_uuid(self, job: RerunJob) -> str:

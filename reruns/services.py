@@ -31,6 +31,7 @@ from reruns.models import (
     RerunJob,
     ResultReceipt,
 )
+from reruns.result_schema import result_problem
 from runs import catalogue
 from runs.evidence import NoVerdict, evidence_apply, outcome_decide
 from runs.models import Run
@@ -313,7 +314,8 @@ def result_record(
     nothing else changed, for a malformed, unsigned, tampered, unknown-key, foreign, replayed
     or stale result.
 
-    1. Shape, then the key id, then the HMAC over the RFC 8785 bytes of `payload`.
+    1. The schema (reruns/result_schema.py), then the key id, then the HMAC over the RFC 8785
+       bytes of `payload`.
     2. The job: payload.job.id names an existing job whose nonce, run and cell match.
     3. Not finished already (a replay), and fresh: finishedAt after the job was issued, within
        RERUN_RESULT_MAX_AGE of it, and not in the future.
@@ -322,8 +324,17 @@ def result_record(
 
     `keys` replaces the configured KERNELINDEX_WORKER_KEYS (load-demo passes the demo key).
     """
-    if not isinstance(envelope, dict) or not isinstance(envelope.get("payload"), dict):
-        raise _reject(RejectReason.MALFORMED, "not a RerunResult with a payload object", via=via)
+    problem = result_problem(envelope)
+    if problem is not None:
+        payload = envelope.get("payload") if isinstance(envelope, dict) else None
+        job_info = payload.get("job") if isinstance(payload, dict) else None
+        job_ref = job_info.get("id") if isinstance(job_info, dict) else ""
+        raise _reject(
+            RejectReason.MALFORMED,
+            f"not a valid RerunResult: {problem}",
+            via=via,
+            job_ref=job_ref if isinstance(job_ref, str) else "",
+        )
     payload = envelope["payload"]
     job_info = payload.get("job") if isinstance(payload.get("job"), dict) else {}
     job_ref = job_info.get("id") or ""

@@ -105,6 +105,13 @@ def rerun_execute(self, job_pk: int) -> str:
     except services.ResultRejected as exc:
         services.rerun_attempt_failed(job=job, error=f"result rejected: {exc}", retry=False)
         return f"rejected: {exc}"
+    except Exception as exc:
+        # A recording that crashed must still end the job, with the reason: otherwise it
+        # stays running until the sweeper's hard limit and says nothing.
+        log.exception("recording the result of job %s failed", job.uuid)
+        error = f"recording the result failed: {type(exc).__name__}: {exc}"
+        services.rerun_attempt_failed(job=job, error=error, retry=False)
+        return f"failed: {error}"
     return f"recorded: {receipt.status}"
 
 

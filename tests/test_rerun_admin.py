@@ -65,3 +65,16 @@ def test_job_list_says_when_there_is_no_broker(client, maintainer):
     assert "no broker configured: jobs wait as queued" in body
     assert client.get("/admin/reruns/rerunjob/add/").status_code == 403
     assert client.get("/admin/reruns/rejectedresult/").status_code == 200
+
+
+def test_jobs_are_read_only_in_the_admin(client, maintainer, bob):
+    """A queued job cannot be edited onto another run, GPU class or mode: only actions act."""
+    job = rerun_request(run=RunFactory(), requested_by=bob)
+    other = RunFactory()
+    url = f"/admin/reruns/rerunjob/{job.pk}/change/"
+    page = client.get(url).content.decode()
+    for field in ("run", "gpu_class", "offline", "max_attempts", "state"):
+        assert f'name="{field}"' not in page
+    client.post(url, {"run": other.pk, "gpu_class": "cpu", "offline": "on", "max_attempts": 9})
+    job.refresh_from_db()
+    assert job.run_id != other.pk and job.max_attempts == 3 and not job.offline

@@ -171,3 +171,55 @@ def test_signatures_agree_with_the_runner(run):
     sign_result(envelope, "test-worker-1", runner_parse_key(TEST_KEYS["test-worker-1"]))
     receipt = result_record(envelope=envelope)
     assert receipt.key_id == "test-worker-1"
+
+
+def test_malformed_results_are_rejected_by_the_schema_and_logged(run):
+    """Each hostile shape is refused before anything reads it, with the field that is wrong,
+    and logged; the job and the run stay as they were."""
+    job = job_for(run)
+    good = sign(double_result(job))
+
+    def variant(change):
+        doc = copy.deepcopy(good)
+        change(doc)
+        return doc
+
+    def resign(change):
+        def apply(doc):
+            change(doc)
+            doc.update(sign(doc))
+
+        return apply
+
+    cases = {
+        "non-ASCII signature": (variant(lambda d: d["signature"].update(value="é" * 64)), "value"),
+        "string median, signed": (
+            variant(resign(lambda d: d["payload"]["measurement"].update(median="0.1"))),
+            "median",
+        ),
+        "boolean median, signed": (
+            variant(resign(lambda d: d["payload"]["measurement"].update(median=True))),
+            "median",
+        ),
+        "no payload": (variant(lambda d: d.pop("payload")), "payload"),
+        "ok without a measurement": (
+            variant(resign(lambda d: d["payload"].pop("measurement"))),
+            "measurement",
+        ),
+        "unknown status": (
+            variant(resign(lambda d: d["payload"].update(status="great"))),
+            "status",
+        ),
+        "not an object": (["RerunResult"], "document"),
+    }
+    before = _snapshot(run)
+    refused = {}
+    for name, (doc, field) in cases.items():
+        with pytest.raises(ResultRejected) as exc:
+            result_record(envelope=doc)
+        refused[name] = (exc.value.reason, field in exc.value.detail)
+    assert refused == {name: ("malformed", True) for name in cases}
+    assert RejectedResult.objects.filter(reason="malformed").count() == len(cases)
+    assert _snapshot(run) == before
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED

@@ -65,3 +65,16 @@ def test_sweep_task_runs_the_sweeper(job):
     job.attempts = job.max_attempts
     job.save()
     assert rerun_sweep()["failed"] == 1
+
+
+def test_a_recording_that_crashes_fails_the_job_with_the_reason(job, monkeypatch):
+    from reruns import services
+
+    def crash(**_):
+        raise RuntimeError("database said no")
+
+    monkeypatch.setattr(services, "result_record", crash)
+    assert rerun_execute(job.pk).startswith("failed: recording the result failed")
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert job.error == "recording the result failed: RuntimeError: database said no"

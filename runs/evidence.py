@@ -241,11 +241,19 @@ def outcome_decide(
                 f"call: device time {_us(facts['deviceNs'])} (more than {limit:.0%} below it)"
             )
             return Outcome(Evidence.NOT_REPRODUCED, facts)
-        facts["why"] = (
-            f"{cls['kind']} on our runner: device time {_us(facts['deviceNs'])}, host enqueue "
-            f"{cls['hostEnqueueMs'] * 1e3:.1f} us; our do_bench figure timed the host, so it "
-            "neither confirms nor refutes the published one"
-        )
+        if cls["kind"] == "host-bound":
+            facts["why"] = (
+                f"host-bound on our runner: device time {_us(facts['deviceNs'])}, host enqueue "
+                f"{cls['hostEnqueueMs'] * 1e3:.1f} us; our do_bench figure timed the host, so "
+                "it neither confirms nor refutes the published one"
+            )
+        else:
+            facts["why"] = (
+                f"unexplained on our runner: do_bench {cls['doBenchMs'] * 1e3:.1f} us against "
+                f"a device time of {_us(facts['deviceNs'])}, with the host enqueuing a call in "
+                f"{cls['hostEnqueueMs'] * 1e3:.1f} us; a figure we cannot explain neither "
+                "confirms nor refutes the published one"
+            )
         return Outcome(Evidence.CHECKED, facts)
     if tolerance.value > TOLERANCE_CEILING:
         facts["why"] = (

@@ -328,6 +328,15 @@ class Run(models.Model):
 
 
 class EvidenceEventQuerySet(models.QuerySet):
+    def latest_for(self, run) -> EvidenceEvent | None:
+        """The event behind the run's current level (the newest), or None."""
+        return (
+            self.filter(run=run)
+            .select_related("controlled_run")
+            .order_by("-created_at", "-id")
+            .first()
+        )
+
     def for_run(self, run) -> EvidenceEventQuerySet:
         return self.filter(run__public_id=run.public_id).select_related("controlled_run")
 

@@ -21,6 +21,8 @@ from runs.freshness import public_page
 from runs.models import (
     Benchmark,
     ComparisonGroup,
+    Evidence,
+    EvidenceEvent,
     Gpu,
     ImportRecord,
     Publication,
@@ -124,12 +126,19 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         )
     floor, no_floor = floor_for(run)
     manifest = run_manifest(run)
+    # Why the level is what it is: a reported or controlled run has no rerun verdict to ask for.
+    verdict = (
+        EvidenceEvent.objects.latest_for(run)
+        if run.evidence not in (Evidence.REPORTED, Evidence.CONTROLLED)
+        else None
+    )
     tensors = sorted(run.workload.tensors, key=lambda t: t["name"])
     return render(
         request,
         "runs/run_detail.html",
         {
             "run": run,
+            "verdict": verdict,
             "leader": leader,
             "history": history,
             "history_svg": history_svg,

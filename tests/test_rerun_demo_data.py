@@ -114,3 +114,43 @@ def test_h200_fixture_verdicts(db):
     assert controlled.environment.spec["software"]["driver"]
     assert controlled.protocol.timer == "cuda_events"
     assert controlled.rank == 1 and controlled.group.size == 1
+
+
+def test_h200_batch_pages_say_why(db, client, tmp_path):
+    """Four results of the 2026-11-30 batch, each with a different reason, as a reader sees
+    them: the example (H100) checked by an H200 with its device time; a host-bound cell; a
+    reproduced cell; a published figure its source's host dominated."""
+    batch = DATA / "reruns" / "h200-2026-11-30"
+    names = [
+        "004-llama4_rope-forward-latency-liger",
+        "122-layer_norm-forward-latency-liger",
+        "209-rope-forward-latency-huggingface",
+        "015-cross_entropy-backward-latency-huggingface",
+    ]
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "worker-key.json").write_text((batch / "worker-key.json").read_text())
+    for name in names:
+        for kind in ("jobs", "results"):
+            (tmp_path / kind / f"{name}.json").write_text(
+                (batch / kind / f"{name}.json").read_text()
+            )
+    ingest(
+        source_slug="liger-kernel-bench", locations=[str(DATA / "liger" / "all_benchmark_data.csv")]
+    )
+    ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
+    call_command("rerun", "load-demo", str(tmp_path), stdout=StringIO(), stderr=StringIO())
+
+    def page_of(name):
+        doc = json.loads((tmp_path / "jobs" / f"{name}.json").read_text())
+        return client.get(f"/runs/{doc['run']['publicId']}/").content.decode()
+
+    example, host_bound, reproduced, dominated = (page_of(n) for n in names)
+    assert "measured on another GPU product: NVIDIA H200 device time" in example
+    assert "evidence-checked" in example
+    assert "host-bound on our runner: device time" in host_bound
+    assert "Cold device time" in host_bound and "Host enqueue time per call" in host_bound
+    assert "host-bound: our do_bench figure timed the host" in host_bound
+    assert "evidence-reproduced" in reproduced and "Tolerance" in reproduced
+    assert "across upstream CI runs" in reproduced  # where the tolerance came from
+    assert "the source's benchmark host dominated it" in dominated

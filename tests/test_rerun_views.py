@@ -29,7 +29,8 @@ def _url(run):
 def test_anonymous_sees_the_section_and_no_form(client, run):
     page = client.get(run.get_absolute_url()).content.decode()
     assert "No controlled reruns yet." in page
-    assert "No broker configured: jobs wait as queued" in page
+    # No job waits and no form is offered: the broker's absence concerns nobody here.
+    assert "No broker configured" not in page
     assert "Log in</a> to request a controlled rerun" in page
     assert _url(run) not in page
     response = client.post(_url(run), {"gpu_class": "h100"})
@@ -91,6 +92,34 @@ def test_recorded_result_and_evidence_history_are_shown(client, run):
     page = client.get(run.get_absolute_url()).content.decode()
     assert f'id="rerun-{job.uuid}"' in page
     assert "Succeeded" in page and "cpu · ok" in page
-    assert f"{len(receipt.payload['measurement']['samples'])} samples" in page
+    assert f"{len(receipt.payload['measurement']['samples'])} do_bench samples" in page
     assert 'class="badge evidence evidence-checked"' in page
     assert "Reported → Checked" in page
+    # The reason is on the page, beside the level.
+    assert "a CPU result can check correctness but never reproduce a GPU run" in page
+
+
+def test_a_finished_offline_job_reads_in_order(client, run, settings):
+    """A job run from an exported file and recorded: no "attempt 0 of 3", issued before it
+    started, and no no-broker notice above a job that no longer waits."""
+    from datetime import timedelta
+
+    from reruns.services import result_record
+    from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
+
+    settings.KERNELINDEX_WORKER_KEYS = TEST_KEYS
+    job = job_for(run, offline=True)
+    # Loaded from a batch folder: the row is created after the job was issued and run.
+    RerunJob.objects.filter(pk=job.pk).update(issued_at=job.created_at - timedelta(days=1))
+    job.refresh_from_db()
+    envelope = double_result(job)
+    envelope["payload"]["startedAt"] = (job.issued_at + timedelta(hours=1)).strftime(
+        "%Y-%m-%dT%H:%M:%S.000000Z"
+    )
+    result_record(envelope=sign(envelope), via="import")
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "run offline from an exported job file" in page and "attempt 0" not in page
+    assert "No broker configured" not in page
+    issued = job.issued_at.strftime("issued %Y-%m-%d %H:%M")
+    started = (job.issued_at + timedelta(hours=1)).strftime("started %Y-%m-%d %H:%M")
+    assert page.index(issued) < page.index(started)

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.shortcuts import resolve_url
 
 from reruns.forms import RerunRequestForm
-from reruns.models import RerunJob
+from reruns.models import RerunJob, ResultReceipt
 from reruns.services import NO_BROKER, broker_configured
 from runs.models import EvidenceEvent
 
@@ -39,13 +39,17 @@ def run_reruns(context, run):
     """The run page's "Controlled reruns" section: jobs, evidence history, and the form."""
     jobs = list(
         RerunJob.objects.for_run(run)
-        .select_related("requested_by", "receipt__controlled_run")
+        .select_related("requested_by", "receipt__controlled_run", "receipt__evidence_event")
         .order_by("-created_at")
     )
     rows = []
     for job in jobs:
         receipt = getattr(job, "receipt", None)
-        rows.append({"job": job, "receipt": receipt, "spread": spread(receipt)})
+        # A job is issued when approved; one loaded from a file was issued before its row
+        # existed, so the row's creation time would come after the runner started it.
+        issued = job.issued_at or job.created_at
+        rows.append({"job": job, "receipt": receipt, "spread": spread(receipt), "issued": issued})
+    is_controlled = run.source.slug == "kernelindex"
     request = context.get("request")
     user = getattr(request, "user", None) or context.get("user")
     signed_in = bool(user and user.is_authenticated)
@@ -62,7 +66,12 @@ def run_reruns(context, run):
         "request": request,
         "csrf_token": context.get("csrf_token"),
         "messages": context.get("messages"),
-        "is_controlled": run.source.slug == "kernelindex",
+        "is_controlled": is_controlled,
+        # The no-broker notice concerns jobs that wait, not finished ones.
+        "waiting": any(job.state in ("queued", "awaiting-approval") for job in jobs),
+        "controlled_receipt": (
+            ResultReceipt.objects.filter(controlled_run=run).first() if is_controlled else None
+        ),
         "broker_configured": broker_configured(),
         "no_broker": NO_BROKER,
         "login_url": resolve_url(settings.LOGIN_URL),

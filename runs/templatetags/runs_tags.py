@@ -127,3 +127,40 @@ def evidence_badge(level: str) -> str:
 def svg(chart) -> str:
     """Charts are built by runs.charts, which escapes every text it places."""
     return mark_safe(chart)  # noqa: S308 - built from escaped parts in runs.charts
+
+
+CLASSIFICATION_WORDS = {
+    "device-bound": "device-bound: our do_bench figure timed the GPU",
+    "host-bound": "host-bound: our do_bench figure timed the host enqueuing the call, not the kernel",
+    "unexplained": "unexplained: do_bench and the device time disagree, and the host is not why",
+}
+
+
+@register.inclusion_tag("runs/_verdict.html")
+def verdict_facts(event, unit: str):
+    """An evidence event's verdict in words and figures: the protocol figure, the device time,
+    the host time, the classification, the tolerance and the reason (docs/evidence.md)."""
+    facts = event.facts or {}
+    cls = facts.get("classification") or {}
+    rows = []
+    if facts.get("published") is not None:
+        rows.append(("Published median", scale(facts["published"], unit)))
+    if facts.get("measured") is not None:
+        rows.append(("Our do_bench median (the protocol's figure)", scale(facts["measured"], unit)))
+    if cls:
+        method = cls.get("deviceMethod") or ""
+        rows += [
+            ("Cold device time", f"{scale(cls['deviceMs'] * 1e6, 'ns')} ({method})"),
+            ("Host enqueue time per call", scale(cls["hostEnqueueMs"] * 1e6, "ns")),
+            ("L2 flush before each call", scale(cls["flushMs"] * 1e6, "ns")),
+            ("Classification", CLASSIFICATION_WORDS.get(cls.get("kind"), cls.get("kind"))),
+        ]
+    if facts.get("tolerance") is not None:
+        tolerance = f"±{facts['tolerance'] * 100:.0f}% ({facts.get('toleranceDetail', '')})"
+        rows.append(("Tolerance", tolerance))
+    return {
+        "event": event,
+        "rows": rows,
+        "why": facts.get("why", ""),
+        "host_dominated": facts.get("hostDominatedFactor"),
+    }

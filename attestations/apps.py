@@ -5,3 +5,8 @@ class AttestationsConfig(AppConfig):
     name = "attestations"
     verbose_name = "Community"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from attestations import staffmfa
+
+        staffmfa.connect_signals()

@@ -8,7 +8,7 @@ from django.core.validators import URLValidator
 
 from attestations.models import Attestation, Kind, ReportCategory
 from attestations.services import Measurement
-from attestations.units import LABELS, MAX_VALUE, to_stored, units_for
+from attestations.units import LABELS, to_stored, units_for
 from runs.models import Gpu, Run
 
 
@@ -74,10 +74,6 @@ class AttestationForm(forms.Form):
             self.add_error("input_unit", "Choose the unit of the values.")
         if kind == Kind.NOTE and not (data.get("body") or "").strip():
             self.add_error("body", "A note needs text.")
-        for name in ("median", "p20", "p80"):
-            value = data.get(name)
-            if value is not None and value > MAX_VALUE:
-                self.add_error(name, "That value is too large.")
         return data
 
     def _to_base(self, value: Decimal | None) -> int | None:

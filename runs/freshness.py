@@ -137,6 +137,9 @@ def public_page(view):
         gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
         raw = "|".join(
             [
+                # Pages are built from SITE_ROOT, but a view or a library may still read the
+                # Host header (allauth, DRF's browsable API): the host is part of the key.
+                request.get_host(),
                 request.get_full_path(),
                 fingerprint,
                 timezone.now().date().isoformat(),

@@ -110,7 +110,8 @@ REDIS_URL = os.getenv("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Redis, falling back to process memory (logged) while Redis is unreachable.
+            "BACKEND": "kernelindex.cache.FallbackRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": os.getenv("CACHE_PREFIX", "ki"),
         }
@@ -226,11 +227,19 @@ ACCOUNT_RATE_LIMITS = {
 ALLAUTH_TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", "0")
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "KernelIndex"
-# Writes by contributors: (count, seconds) per user and per client IP, for each kind of write.
+# Writes by contributors: (count, seconds) per signed-in account, or per client IP for a request
+# without one, for each kind of write.
 COMMUNITY_RATE_LIMITS = {
     "attestation": (10, 3600),
     "report": (10, 3600),
     "token": (5, 3600),
+}
+# All accounts behind one address together (an office, a university NAT): far above one
+# person's use, a bound on abuse by many accounts from one place.
+COMMUNITY_IP_RATE_LIMITS = {
+    "attestation": (200, 3600),
+    "report": (200, 3600),
+    "token": (100, 3600),
 }
 COMMUNITY_MAX_BODY_CHARS = 20_000
 CONTENT_SECURITY_POLICY = (

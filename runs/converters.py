@@ -37,7 +37,7 @@ def segment_to_name(segment: str) -> str:
         name = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise ValueError("not an encoded name") from None
-    if name_to_segment(name) != segment or "\x00" in name:
+    if not name or name_to_segment(name) != segment or "\x00" in name:
         raise ValueError("not the canonical segment of a name")
     return name
 

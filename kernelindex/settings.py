@@ -40,7 +40,10 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
+# The one origin every absolute link is built from (citations, the feed, emails, manifests):
+# never the request's Host header. Production sets it (a deploy check says so when it is unset).
 SITE_ROOT = os.getenv("SITE_ROOT", "http://localhost:8000").rstrip("/")
+SITE_ROOT_CONFIGURED = bool(os.getenv("SITE_ROOT"))
 SITE_NAME = "KernelIndex"
 
 INSTALLED_APPS = [
@@ -132,7 +135,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -144,7 +147,10 @@ STORAGES = {
 }
 
 # Security: production values switch on with DEBUG off; a reverse proxy terminates TLS.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# X-Forwarded-Proto is believed only when a proxy is configured (TRUSTED_PROXY_COUNT > 0):
+# without one, any client could send it and pass as HTTPS.
+if envint("TRUSTED_PROXY_COUNT", "0") > 0:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "0" if DEBUG else "1")
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG

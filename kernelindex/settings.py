@@ -216,6 +216,8 @@ ACCOUNT_EMAIL_VERIFICATION = "mandatory"
 ACCOUNT_UNIQUE_EMAIL = True
 # Answers never reveal whether an address has an account (sign-up and password reset).
 ACCOUNT_PREVENT_ENUMERATION = True
+# ... and take the same time: both sign-up paths hash the password (attestations/forms.py).
+ACCOUNT_FORMS = {"signup": "attestations.forms.SignupForm"}
 ACCOUNT_LOGOUT_ON_GET = False
 # Land on an uncached page: the "signed out" message must not end up in a page cached for
 # every anonymous reader.

@@ -121,6 +121,16 @@ def test_debug_off_under_gunicorn_serves_every_page_kind(services, tmp_path):
         html = answers["/"][1].decode()
         css = html.split('href="/static/css/site.', 1)[1].split('"', 1)[0]
         assert _fetch(f"{root}/static/css/site.{css}")[0] == 200
+        # Defect 12: PostgreSQL terminates the server's backends (a restart, a failover). The
+        # next requests reconnect (CONN_HEALTH_CHECKS) and none fails.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cursor.fetchone()[0] >= 1, "gunicorn held no connection to terminate"
+        after = [_fetch(root + page)[0] for page in ("/", run.get_absolute_url(), "/api/v1/runs/")]
+        assert after == [200, 200, 200]
     finally:
         server.terminate()
         server.wait(timeout=20)

@@ -49,7 +49,9 @@ def _throttle(request, kind: str) -> None:
 class AttestationSerializer(serializers.ModelSerializer):
     run = serializers.CharField(source="run.public_id", read_only=True)
     author = serializers.CharField(source="author.username", read_only=True)
-    gpu = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    # Empty when none was given, so a string rather than a `uri` that must be a link.
+    commit_url = serializers.CharField(read_only=True, help_text="An http(s) link, or empty")
     delta_percent = serializers.FloatField(
         read_only=True, allow_null=True, help_text="Measured median vs the published one, in %"
     )

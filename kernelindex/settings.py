@@ -190,6 +190,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "GPU-kernel benchmark results with provenance.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every operation documents the error answers it can give (schemathesis checks this).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kernelindex.schema.add_error_responses",
+    ],
 }
 
 # Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page

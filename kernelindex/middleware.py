@@ -6,7 +6,7 @@ from collections.abc import Callable
 from urllib.parse import unquote_plus
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 
@@ -30,9 +30,10 @@ class RejectNulBytesMiddleware:
             or "\x00" in unquote_plus(query)
             or any("\x00" in key for key in request.GET)
         ):
-            return HttpResponseBadRequest(
-                "A NUL byte is not allowed in a URL.", content_type="text/plain"
-            )
+            message = "A NUL byte is not allowed in a URL."
+            if request.path_info.startswith("/api/"):
+                return JsonResponse({"detail": message}, status=400)
+            return HttpResponseBadRequest(message, content_type="text/plain")
         return self.get_response(request)
 
 

@@ -7,6 +7,8 @@ import time
 
 import hypothesis
 import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck
 
 from attestations import services
@@ -28,17 +30,25 @@ def test_api_conforms_to_its_schema(db, alice, capsys):
     verify_email(alice)
     AttestationFactory(run=run, author=alice)
     _, raw = services.token_create(user=alice, name="schemathesis")
-    schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", application)
     figures = {"cases": 0, "5xx": 0}
     failures: list[str] = []
     started = time.monotonic()
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        # The WSGI transport does not decode gzip, which the page cache serves to clients that
-        # ask for it; identity keeps the bodies readable.
-        for auth in ({}, {"Authorization": f"Bearer {raw}"}):
-            headers = {"Accept-Encoding": "identity", **auth}
-            _exercise(operation, headers, figures, failures, started)
+    # schemathesis calls the WSGI app directly, not through Django's test client: keep the
+    # test's connection (and its transaction) across requests as the test client does.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", application)
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            # The WSGI transport does not decode gzip, which the page cache serves to clients
+            # that ask for it; identity keeps the bodies readable.
+            for auth in ({}, {"Authorization": f"Bearer {raw}"}):
+                headers = {"Accept-Encoding": "identity", **auth}
+                _exercise(operation, headers, figures, failures, started)
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
     with capsys.disabled():
         print(f"\nschemathesis: {figures['cases']} cases, {figures['5xx']} answered 5xx")
     assert figures["cases"] > 100
@@ -62,6 +72,7 @@ def _exercise(operation, headers: dict, figures: dict, failures: list, started: 
         response = case.call(headers=headers)
         if response.status_code >= 500:
             figures["5xx"] += 1
+            failures.append(f"5xx: {case.as_curl_command()[:300]}")
         try:
             case.validate_response(response, headers=headers, checks=_checks())
         except BaseException as exc:  # noqa: BLE001 - a failure group; collected, reported by the test

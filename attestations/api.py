@@ -49,7 +49,9 @@ def _throttle(request, kind: str) -> None:
 class AttestationSerializer(serializers.ModelSerializer):
     run = serializers.CharField(source="run.public_id", read_only=True)
     author = serializers.CharField(source="author.username", read_only=True)
-    gpu = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    # Empty when none was given, so a string rather than a `uri` that must be a link.
+    commit_url = serializers.CharField(read_only=True, help_text="An http(s) link, or empty")
     delta_percent = serializers.FloatField(
         read_only=True, allow_null=True, help_text="Measured median vs the published one, in %"
     )
@@ -95,8 +97,21 @@ class _MeasuredInput(serializers.Serializer):
     body = serializers.CharField(max_length=20_000, required=False, allow_blank=True)
 
 
+class PublicRunField(serializers.SlugRelatedField):
+    """A run by its public id. Checks the text before it reaches the database: a NUL byte or an
+    overlong id is a 400 here, where PostgreSQL would raise."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="public_id", queryset=Run.objects.public(), **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or "\x00" in data or len(data) > 64:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:64])
+        return super().to_internal_value(data)
+
+
 class AttestationCreateSerializer(_MeasuredInput):
-    run = serializers.SlugRelatedField(slug_field="public_id", queryset=Run.objects.public())
+    run = PublicRunField()
     kind = serializers.ChoiceField(choices=Kind.choices)
 
 
@@ -105,7 +120,7 @@ class AttestationUpdateSerializer(_MeasuredInput):
 
 
 class ReportSerializer(serializers.ModelSerializer):
-    run = serializers.SlugRelatedField(slug_field="public_id", queryset=Run.objects.public())
+    run = PublicRunField()
     category = serializers.ChoiceField(choices=ReportCategory.choices)
     text = serializers.CharField(max_length=20_000)
 
@@ -180,7 +195,7 @@ class AttestationList(generics.ListAPIView):
         return Response(AttestationSerializer(item).data, status=status.HTTP_201_CREATED)
 
 
-class AttestationDetail(APIView):
+class _AttestationItem(APIView):
     permission_classes = [permissions.AllowAny]
 
     def _visible(self, request, pk: int) -> Attestation:
@@ -193,6 +208,8 @@ class AttestationDetail(APIView):
             raise exceptions.NotAuthenticated()
         return get_object_or_404(Attestation.objects.with_related(), pk=pk, author=request.user)
 
+
+class AttestationDetail(_AttestationItem):
     @extend_schema(responses=AttestationSerializer)
     def get(self, request, pk: int):
         return Response(AttestationSerializer(self._visible(request, pk)).data)
@@ -214,7 +231,9 @@ class AttestationDetail(APIView):
         return Response(AttestationSerializer(item).data)
 
 
-class AttestationWithdraw(AttestationDetail):
+class AttestationWithdraw(_AttestationItem):
+    """An action: POST only (GET and PATCH here would read and edit the item under another URL)."""
+
     @extend_schema(request=None, responses=AttestationSerializer)
     def post(self, request, pk: int):
         item = self._own(request, pk)

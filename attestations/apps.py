@@ -5,3 +5,9 @@ class AttestationsConfig(AppConfig):
     name = "attestations"
     verbose_name = "Community"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        import kernelindex.checks  # noqa: F401 - registers the project's deploy checks
+        from attestations import staffmfa
+
+        staffmfa.connect_signals()

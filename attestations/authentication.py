@@ -6,7 +6,7 @@ from __future__ import annotations
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from attestations import services
+from attestations import services, staffmfa
 
 
 class TokenAuthentication(authentication.BaseAuthentication):
@@ -23,6 +23,9 @@ class TokenAuthentication(authentication.BaseAuthentication):
         user = services.token_authenticate(header[1].decode("ascii", errors="replace"))
         if user is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked token.")
+        # A bearer token is a password-strength credential: it never acts as staff.
+        if user.is_staff or user.is_superuser:
+            staffmfa.demote(user)
         return (user, None)
 
     def authenticate_header(self, request) -> str:

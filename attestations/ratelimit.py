@@ -32,13 +32,25 @@ def _bump(key: str, window: int) -> int:
 
 
 def consume(request: HttpRequest, kind: str) -> bool:
-    """Count one write of `kind`; False when the user or the IP is over its limit."""
+    """Count one write of `kind`; False when over a limit.
+
+    A signed-in user is limited per account, and the address only by the far higher limit for
+    all accounts behind it, so one person cannot use up a shared address's writes for everyone
+    else. A request without an account is limited per address.
+    """
     limit, window = settings.COMMUNITY_RATE_LIMITS[kind]
-    keys = [f"community-rl:{kind}:ip:{client_ip(request)}"]
+    ip = client_ip(request)
     if request.user.is_authenticated:
-        keys.append(f"community-rl:{kind}:user:{request.user.pk}")
-    counts = [_bump(key, window) for key in keys]
-    return max(counts) <= limit
+        ip_limit, ip_window = settings.COMMUNITY_IP_RATE_LIMITS[kind]
+        checks = [
+            (f"community-rl:{kind}:user:{request.user.pk}", limit, window),
+            (f"community-rl:{kind}:ip-accounts:{ip}", ip_limit, ip_window),
+        ]
+    else:
+        checks = [(f"community-rl:{kind}:ip:{ip}", limit, window)]
+    # Count against every bucket, so a refused write still counts where it was refused.
+    counts = [(_bump(key, seconds), most) for key, most, seconds in checks]
+    return all(count <= most for count, most in counts)
 
 
 def message(kind: str) -> str:

@@ -35,6 +35,7 @@ from attestations.models import (
     ReportState,
     State,
 )
+from attestations.units import MAX_STORED_VALUE
 from runs.models import Gpu, Run
 
 
@@ -103,6 +104,12 @@ def _validate(
         raise ValidationError({"median": "A reproduction needs a measured median."})
     if m.unit != run.unit:
         raise ValidationError({"unit": f"This run is measured in {run.unit}."})
+    # The one bound on measured values, for the form and the API alike: what a bigint column
+    # holds with room to spare (10**15 ns is eleven days, 10**15 B a petabyte).
+    for name in ("median", "p20", "p80"):
+        value = getattr(m, name)
+        if value is not None and value > MAX_STORED_VALUE:
+            raise ValidationError({name: "That value is too large."})
     values = [v for v in (m.p20, m.median, m.p80) if v is not None]
     if any(v <= 0 for v in values):
         raise ValidationError({"median": "Measured values must be positive."})

@@ -8,7 +8,8 @@ LATENCY_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
 MEMORY_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 LABELS = {"ns": "ns", "us": "µs", "ms": "ms", "B": "B", "KiB": "KiB", "MiB": "MiB", "GiB": "GiB"}
 ALL_UNITS = [*LATENCY_UNITS, *MEMORY_UNITS]
-MAX_VALUE = Decimal(10) ** 15
+# Largest stored value (ns or bytes) a contributor may give; services enforce it for every path.
+MAX_STORED_VALUE = 10**15
 
 
 def units_for(stored_unit: str) -> dict[str, int]:

@@ -3,11 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import unquote_plus
 
-from allauth.mfa.models import Authenticator
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import render
 from django.urls import reverse
+
+from attestations import staffmfa
+
+
+class RejectNulBytesMiddleware:
+    """A NUL byte in the path or the query string is a 400 before any view sees it.
+
+    No name, id or filter here can hold one, and PostgreSQL refuses it in text, so without this
+    every lookup that passes such a value to the database would answer 500.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        query = request.META.get("QUERY_STRING", "")
+        if (
+            "\x00" in request.path_info
+            or "\x00" in unquote_plus(query)
+            or any("\x00" in key for key in request.GET)
+        ):
+            message = "A NUL byte is not allowed in a URL."
+            if request.path_info.startswith("/api/"):
+                return JsonResponse({"detail": message}, status=400)
+            return HttpResponseBadRequest(message, content_type="text/plain")
+        return self.get_response(request)
 
 
 class ContentSecurityPolicyMiddleware:
@@ -26,27 +53,30 @@ class ContentSecurityPolicyMiddleware:
 
 
 class StaffMfaRequiredMiddleware:
-    """Staff must have a TOTP authenticator before they reach the admin.
+    """Staff powers need a session that passed the second factor (attestations/staffmfa.py).
 
-    The admin logs in through allauth, which asks for the second factor once one exists; this
-    closes the gap of a staff account that never set one up: it is sent to the TOTP setup page.
+    Without it the request's user is demoted to a contributor for the whole request, so no path
+    (admin, reruns, moderation) acts as staff. The admin and the authenticator setup then answer
+    a page that says why and what to do, instead of a login loop.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        user = getattr(request, "user", None)
-        if (
-            user is not None
-            and user.is_authenticated
-            and user.is_staff
-            and request.path.startswith(reverse("admin:index"))
-            and not _has_totp(user)
-        ):
-            return HttpResponseRedirect(reverse("mfa_activate_totp"))
+        # Without a session cookie nobody is signed in: no need to load a session to know.
+        if settings.SESSION_COOKIE_NAME in request.COOKIES:
+            staffmfa.acting_staff(request)
+            user = request.user
+            if staffmfa.is_demoted(user) and self._guarded(request.path):
+                enrolled = staffmfa.has_totp(user)
+                return render(
+                    request, "attestations/staff_mfa.html", {"enrolled": enrolled}, status=403
+                )
         return self.get_response(request)
 
-
-def _has_totp(user) -> bool:
-    return Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).exists()
+    @staticmethod
+    def _guarded(path: str) -> bool:
+        # The admin, and the web enrolment of a first authenticator, which must not turn a
+        # password alone into staff.
+        return path.startswith(reverse("admin:index")) or path == reverse("mfa_activate_totp")

@@ -40,7 +40,10 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
+# The one origin every absolute link is built from (citations, the feed, emails, manifests):
+# never the request's Host header. Production sets it (a deploy check says so when it is unset).
 SITE_ROOT = os.getenv("SITE_ROOT", "http://localhost:8000").rstrip("/")
+SITE_ROOT_CONFIGURED = bool(os.getenv("SITE_ROOT"))
 SITE_NAME = "KernelIndex"
 
 INSTALLED_APPS = [
@@ -63,6 +66,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "kernelindex.middleware.RejectNulBytesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.gzip.GZipMiddleware",
@@ -109,7 +113,8 @@ REDIS_URL = os.getenv("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Redis, falling back to process memory (logged) while Redis is unreachable.
+            "BACKEND": "kernelindex.cache.FallbackRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": os.getenv("CACHE_PREFIX", "ki"),
         }
@@ -130,7 +135,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -142,7 +147,10 @@ STORAGES = {
 }
 
 # Security: production values switch on with DEBUG off; a reverse proxy terminates TLS.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# X-Forwarded-Proto is believed only when a proxy is configured (TRUSTED_PROXY_COUNT > 0):
+# without one, any client could send it and pass as HTTPS.
+if envint("TRUSTED_PROXY_COUNT", "0") > 0:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "0" if DEBUG else "1")
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
@@ -182,6 +190,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "GPU-kernel benchmark results with provenance.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every operation documents the error answers it can give (schemathesis checks this).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kernelindex.schema.add_error_responses",
+    ],
 }
 
 # Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page
@@ -208,6 +221,8 @@ ACCOUNT_EMAIL_VERIFICATION = "mandatory"
 ACCOUNT_UNIQUE_EMAIL = True
 # Answers never reveal whether an address has an account (sign-up and password reset).
 ACCOUNT_PREVENT_ENUMERATION = True
+# ... and take the same time: both sign-up paths hash the password (attestations/forms.py).
+ACCOUNT_FORMS = {"signup": "attestations.forms.SignupForm"}
 ACCOUNT_LOGOUT_ON_GET = False
 # Land on an uncached page: the "signed out" message must not end up in a page cached for
 # every anonymous reader.
@@ -225,11 +240,19 @@ ACCOUNT_RATE_LIMITS = {
 ALLAUTH_TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", "0")
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "KernelIndex"
-# Writes by contributors: (count, seconds) per user and per client IP, for each kind of write.
+# Writes by contributors: (count, seconds) per signed-in account, or per client IP for a request
+# without one, for each kind of write.
 COMMUNITY_RATE_LIMITS = {
     "attestation": (10, 3600),
     "report": (10, 3600),
     "token": (5, 3600),
+}
+# All accounts behind one address together (an office, a university NAT): far above one
+# person's use, a bound on abuse by many accounts from one place.
+COMMUNITY_IP_RATE_LIMITS = {
+    "attestation": (200, 3600),
+    "report": (200, 3600),
+    "token": (100, 3600),
 }
 COMMUNITY_MAX_BODY_CHARS = 20_000
 CONTENT_SECURITY_POLICY = (

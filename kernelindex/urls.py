@@ -16,3 +16,17 @@ urlpatterns = [
     path("", include("reruns.urls")),
     path("", include("runs.urls")),
 ]
+
+
+def _not_found(request, exception=None):
+    """The API answers JSON even for a URL no route matches; pages keep the HTML 404."""
+    if request.path.startswith("/api/"):
+        from django.http import JsonResponse
+
+        return JsonResponse({"detail": "Not found."}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+handler404 = _not_found

@@ -14,3 +14,10 @@ class RunsConfig(AppConfig):
         # cache bump, not work: nothing is enqueued here.
         post_save.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_saved")
         post_delete.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_deleted")
+
+        from django.urls import register_converter
+
+        from runs.converters import UpstreamNameConverter
+
+        # `<upstream:…>` in runs/urls.py and runs/api/urls.py: upstream names as path segments.
+        register_converter(UpstreamNameConverter, "upstream")

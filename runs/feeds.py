@@ -14,7 +14,14 @@ class LatestRunsFeed(Feed):
     feed_type = Atom1Feed
     title = "KernelIndex: newly imported runs"
     subtitle = "GPU-kernel benchmark runs as they are imported, newest first."
-    link = "/runs/?ordering=-imported"
+
+    # Every link in the feed is absolute from SITE_ROOT, never from the request's Host header:
+    # the feed is cached and served to every reader, whatever host name they used.
+    def link(self) -> str:
+        return settings.SITE_ROOT + "/runs/?ordering=-imported"
+
+    def item_link(self, item: Run) -> str:
+        return settings.SITE_ROOT + item.get_absolute_url()
 
     def feed_url(self) -> str:
         return settings.SITE_ROOT + "/feeds/runs.atom"

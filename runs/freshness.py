@@ -78,7 +78,8 @@ def data_fingerprint() -> tuple[str, datetime | None]:
     agg = ImportRecord.objects.aggregate(last=Max("imported_at"), n=Count("id"))
     version = _cache_call(cache.get, VERSION_KEY, 0)
     # Without the version counter a change cannot retire cached pages: cache nothing meanwhile.
-    _memo["cache_ok"] = version is not None
+    # Nor while the cache serves from one process's memory (Redis down, kernelindex/cache.py).
+    _memo["cache_ok"] = version is not None and not getattr(cache, "degraded", lambda: False)()
     last = agg["last"]
     value = (f"{agg['n']}.{last.timestamp() if last else 0:.6f}.{version}", last)
     _memo.update(at=now, value=value)
@@ -137,6 +138,9 @@ def public_page(view):
         gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
         raw = "|".join(
             [
+                # Pages are built from SITE_ROOT, but a view or a library may still read the
+                # Host header (allauth, DRF's browsable API): the host is part of the key.
+                request.get_host(),
                 request.get_full_path(),
                 fingerprint,
                 timezone.now().date().isoformat(),

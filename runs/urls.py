@@ -13,8 +13,8 @@ urlpatterns = [
     path("runs/<str:public_id>/", views.run_detail, name="detail"),
     path("runs/<str:public_id>/cite.<str:fmt>", views.run_cite, name="cite"),
     path("runs/<str:public_id>/compare/<str:other_id>/", views.run_compare, name="compare"),
-    # Upstream kernel names are not all slugs ("dyt_beta=False"), and each is one path segment.
-    path("benchmarks/<str:slug>/", views.benchmark_detail, name="benchmark"),
+    # Upstream kernel names are arbitrary text: runs/converters.py maps each to one segment.
+    path("benchmarks/<upstream:slug>/", views.benchmark_detail, name="benchmark"),
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),

@@ -37,6 +37,25 @@ def make_staff(username: str = "maintainer", *, totp: bool = True):
     return user
 
 
+def login_staff(client, user) -> None:
+    """Sign `user` in as if through password and TOTP: staff powers need a session that passed
+    the second factor, which force_login alone does not record."""
+    from allauth.account.internal.flows.login import (
+        _AUTHENTICATION_METHODS_USER_SESSION_KEY,
+        AUTHENTICATION_METHODS_SESSION_KEY,
+    )
+
+    client.force_login(user)
+    session = client.session
+    now = time.time()
+    session[AUTHENTICATION_METHODS_SESSION_KEY] = [
+        {"method": "password", "at": now, "username": user.username},
+        {"method": "mfa", "at": now, "type": "totp"},
+    ]
+    session[_AUTHENTICATION_METHODS_USER_SESSION_KEY] = str(user.pk)
+    session.save()
+
+
 def totp_code(secret: str = TOTP_SECRET, offset: int = 0) -> str:
     """The code an authenticator app would show now (offset in 30 s steps)."""
     return format_hotp_value(hotp_value(secret, int(time.time()) // 30 + offset))

@@ -7,7 +7,7 @@ import pytest
 from reruns.models import JobState, RerunJob
 from reruns.services import rerun_request
 from tests.factories import RunFactory
-from tests.factories_community import make_staff
+from tests.factories_community import login_staff, make_staff
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +19,7 @@ def _no_broker(settings):
 def maintainer(client, db):
     """A superuser with a verified address and TOTP set up: what the admin requires."""
     user = make_staff()
-    client.force_login(user)
+    login_staff(client, user)
     return user
 
 

@@ -8,6 +8,7 @@ from django.test import Client
 from reruns.models import JobState, RerunJob
 from reruns.services import result_record
 from tests.factories import RunFactory
+from tests.factories_community import login_staff
 from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
 
@@ -49,7 +50,7 @@ def test_user_requests_and_staff_orders(client, run, bob, alice):
 
     alice.is_staff = True
     alice.save()
-    client.force_login(alice)
+    login_staff(client, alice)
     assert "Order rerun" in client.get(run.get_absolute_url()).content.decode()
     response = client.post(_url(run), {"gpu_class": "h100"}, follow=True)
     body = response.content.decode()

@@ -29,6 +29,7 @@ from reruns.models import JobState, RerunJob, ResultReceipt
 from reruns.services import rerun_dispatch, rerun_request, rerun_sweep
 from runs.models import EvidenceEvent
 from tests.factories import RunFactory
+from tests.factories_community import login_staff
 from tests.factories_reruns import DOUBLE_COMMAND, KEY_ID, KEY_SECRET, TEST_KEYS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -228,7 +229,7 @@ def test_redis_down_when_ordered_then_sent_by_the_sweeper(
     alice.save()
     run = RunFactory()
     _point_broker("redis://127.0.0.1:9/3", settings)  # nothing listens on port 9
-    client.force_login(alice)
+    login_staff(client, alice)
     response = client.post(f"/runs/{run.public_id}/reruns/", {"gpu_class": "h100"}, follow=True)
     body = response.content.decode()
     assert response.status_code == 200

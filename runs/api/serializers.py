@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
 from runs.models import Benchmark, ComparisonGroup, Environment, Gpu, Run, Source
+
+
+class SiteUrlField(serializers.URLField):
+    """An absolute link to a page, from SITE_ROOT (never the request's Host header)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="get_absolute_url", read_only=True, **kwargs)
+
+    def to_representation(self, value: str) -> str:
+        return settings.SITE_ROOT + value
 
 
 class GpuSerializer(serializers.ModelSerializer):
@@ -24,7 +35,7 @@ class GpuSerializer(serializers.ModelSerializer):
 
 
 class RunSerializer(serializers.ModelSerializer):
-    url = serializers.URLField(source="get_absolute_url", read_only=True)
+    url = SiteUrlField()
     benchmark = serializers.CharField(source="benchmark.slug")
     implementation = serializers.CharField(source="implementation.display_name")
     provider = serializers.CharField(source="implementation.provider_key")
@@ -96,7 +107,7 @@ class RunDetailSerializer(RunSerializer):
 
 
 class BenchmarkSerializer(serializers.ModelSerializer):
-    url = serializers.URLField(source="get_absolute_url", read_only=True)
+    url = SiteUrlField()
     runs = serializers.IntegerField(source="n", read_only=True)
 
     class Meta:
@@ -118,7 +129,7 @@ class GroupSerializer(serializers.ModelSerializer):
     workload = serializers.CharField(source="workload.label")
     gpu = serializers.CharField(source="environment.gpu.slug")
     publication = serializers.CharField(source="publication.slug")
-    url = serializers.URLField(source="get_absolute_url", read_only=True)
+    url = SiteUrlField()
 
     class Meta:
         model = ComparisonGroup
@@ -146,7 +157,7 @@ class GroupDetailSerializer(GroupSerializer):
 
 
 class SourceSerializer(serializers.ModelSerializer):
-    url = serializers.URLField(source="get_absolute_url", read_only=True)
+    url = SiteUrlField()
 
     class Meta:
         model = Source

@@ -3,11 +3,13 @@ enumeration, logout by POST, the second factor."""
 
 from __future__ import annotations
 
+import io
 import re
 
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 from django.core import mail
+from django.core.management import call_command
 
 from tests.factories_community import make_staff, totp_code, verify_email
 
@@ -131,31 +133,80 @@ def test_contributor_may_add_totp(client, owner):
     assert client.get("/accounts/2fa/").status_code == 200
 
 
-def test_new_superuser_verifies_email_then_must_set_up_totp(client, db):
-    get_user_model().objects.create_superuser("root", "root@example.org", "root-password-1")
+def test_maintainer_command_then_one_sign_in_path(client, db, monkeypatch):
+    """The first maintainer comes from the shell with an authenticator; signing in is then
+    password, code, admin, with no detour through email or enrolment."""
+    out = io.StringIO()
+    monkeypatch.setattr("builtins.input", lambda: "root-password-1")
+    call_command(
+        "maintainer", "root", email="root@example.org", superuser=True, password_stdin=True,
+        stdout=out,
+    )  # fmt: skip
+    secret = re.search(r"secret: (\w+)", out.getvalue()).group(1)
+    page = client.get("/accounts/login/").content.decode()
+    assert "code from their authenticator app" in page
     response = client.post(
         "/accounts/login/?next=/admin/", {"login": "root", "password": "root-password-1"}
     )
-    assert response["Location"] == "/accounts/confirm-email/"
-    client.post(_link(mail.outbox[-1]))
-    client.post("/accounts/login/", {"login": "root", "password": "root-password-1"})
-    assert "_auth_user_id" in client.session
-
-    response = client.get("/admin/")
-    assert response["Location"] == "/accounts/2fa/totp/activate/"
-    # Setting up a second factor asks for the password again (allauth's reauthentication).
-    response = client.get("/accounts/2fa/totp/activate/", follow=True)
-    if response.redirect_chain:
-        assert response.redirect_chain[-1][0].startswith("/accounts/reauthenticate/")
-        client.post(response.redirect_chain[-1][0], {"password": "root-password-1"})
-    assert client.get("/accounts/2fa/totp/activate/").status_code == 200
-    secret = client.session["mfa.totp.secret"]
-    response = client.post("/accounts/2fa/totp/activate/", {"code": totp_code(secret)})
-    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/2fa/authenticate/")
+    response = client.post("/accounts/2fa/authenticate/", {"code": totp_code(secret)})
+    assert response["Location"] == "/admin/"
     assert client.get("/admin/").status_code == 200
+
+
+def test_staff_password_alone_gets_no_staff_power(client, run, db):
+    """A staff account that never enrolled signs in with its password and acts as a
+    contributor: its rerun order waits for approval, the admin and web enrolment refuse."""
+    from reruns.models import JobState, RerunJob
+
+    make_staff("lax", totp=False)
+    response = client.post("/accounts/login/", {"login": "lax", "password": "lax-password-1"})
+    assert response.status_code == 302 and "_auth_user_id" in client.session
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "Order rerun" not in page
+    client.post(f"/runs/{run.public_id}/reruns/", {"gpu_class": "h100"})
+    assert RerunJob.objects.get().state == JobState.AWAITING_APPROVAL
+    assert client.get("/admin/").status_code == 403
+    assert client.get("/admin/attestations/attestation/").status_code == 403
+    assert client.get("/accounts/2fa/totp/activate/").status_code == 403
+    # The demotion is per request and never saved.
+    assert get_user_model().objects.get(username="lax").is_staff
 
 
 def test_account_management_pages(client, owner):
     client.force_login(owner)
     for url in ("/accounts/email/", "/accounts/password/change/", "/accounts/2fa/"):
         assert client.get(url).status_code == 200, url
+
+
+def test_signup_takes_as_long_for_a_taken_address(client, owner, monkeypatch):
+    """Defect 4: the taken address skipped hashing and answered ten times faster. Both paths
+    now hash once; timed over alternating tries, their ranges overlap."""
+    import statistics
+    import time as clock
+
+    from django.contrib.auth import hashers
+
+    hashed = []
+    real = hashers.PBKDF2PasswordHasher.encode
+
+    def counting(self, *args, **kwargs):
+        hashed.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(hashers.PBKDF2PasswordHasher, "encode", counting)
+    times: dict[str, list[float]] = {"taken": [], "new": []}
+    for i in range(5):
+        for kind, email in (("taken", owner.email), ("new", f"new{i}@example.org")):
+            client.cookies.clear()
+            before = len(hashed)
+            started = clock.perf_counter()
+            response = client.post(
+                "/accounts/signup/", {**SIGNUP, "email": email, "username": f"{kind}{i}"}
+            )
+            times[kind].append(clock.perf_counter() - started)
+            assert response["Location"] == "/accounts/confirm-email/"
+            assert len(hashed) - before == 1, kind
+    taken, new = statistics.median(times["taken"]), statistics.median(times["new"])
+    assert min(times["taken"]) <= max(times["new"]) and min(times["new"]) <= max(times["taken"])
+    assert 0.5 < taken / new < 2, times

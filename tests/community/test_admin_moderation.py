@@ -8,14 +8,14 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 
 from attestations.models import Attestation, ModerationEvent, PosterBan, Report
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory, ReportFactory
+from tests.factories_community import AttestationFactory, ReportFactory, login_staff
 
 CHANGELIST = "/admin/attestations/attestation/"
 
 
 @pytest.fixture
 def admin_client(client, staff):
-    client.force_login(staff)
+    login_staff(client, staff)
     return client
 
 
@@ -188,14 +188,18 @@ def test_non_staff_cannot_enter_admin(client, owner):
     assert client.get("/admin/").status_code == 302
 
 
-def test_staff_without_totp_is_sent_to_mfa_setup(client, db):
+def test_staff_without_totp_gets_no_admin_and_cannot_enrol_from_the_web(client, db):
     from tests.factories_community import make_staff
 
     staff = make_staff("newstaff", totp=False)
     client.force_login(staff)
     response = client.get("/admin/attestations/attestation/")
-    assert response.status_code == 302
-    assert response["Location"] == "/accounts/2fa/totp/activate/"
+    assert response.status_code == 403
+    assert "manage.py maintainer newstaff" in response.content.decode()
+    # Enrolling from the web would turn the password alone into staff.
+    response = client.get("/accounts/2fa/totp/activate/")
+    assert response.status_code == 403
+    assert not staff.authenticator_set.exists()
 
 
 def test_ban_reporters_from_report_list(admin_client, run, owner):

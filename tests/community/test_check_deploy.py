@@ -32,6 +32,7 @@ def test_check_deploy_passes_with_production_settings():
         DEBUG="0",
         SECRET_KEY="".join(secrets.choice(alphabet) for _ in range(50)),
         ALLOWED_HOSTS="example.org",
+        SITE_ROOT="https://example.org",
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
@@ -51,6 +52,7 @@ def test_check_deploy_catches_an_insecure_setting():
     # The same command fails when a production safeguard is off, so the test above can fail.
     env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "example.org"}
     env["SECURE_HSTS_SECONDS"] = "0"
+    env.pop("SITE_ROOT", None)
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=REPO,
@@ -61,3 +63,5 @@ def test_check_deploy_catches_an_insecure_setting():
     )
     assert result.returncode != 0
     assert "security.W004" in result.stdout + result.stderr
+    # Links built from an unset SITE_ROOT would point at localhost.
+    assert "kernelindex.W001" in result.stdout + result.stderr

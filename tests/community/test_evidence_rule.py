@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from attestations import services
 from runs.models import Evidence, Run
-from tests.factories_community import AttestationFactory, ReportFactory
+from tests.factories_community import AttestationFactory, ReportFactory, login_staff
 
 
 def _evidence(run) -> str:
@@ -19,7 +19,7 @@ def _evidence(run) -> str:
 
 @pytest.fixture
 def admin_client(client, staff):
-    client.force_login(staff)
+    login_staff(client, staff)
     return client
 
 

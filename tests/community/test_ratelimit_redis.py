@@ -38,7 +38,10 @@ def test_limit_is_shared_through_redis(redis_cache, owner, settings):
     assert not ratelimit.consume(request, "attestation")
     # A second, independent client (another web process) sees the same count.
     other_process = RedisCache(redis_cache["LOCATION"], {"KEY_PREFIX": redis_cache["KEY_PREFIX"]})
-    assert other_process.get("community-rl:attestation:ip:10.1.2.3") == 3
+    assert other_process.get(f"community-rl:attestation:user:{owner.pk}") == 3
     other_process.delete_many(
-        ["community-rl:attestation:ip:10.1.2.3", f"community-rl:attestation:user:{owner.pk}"]
+        [
+            "community-rl:attestation:ip-accounts:10.1.2.3",
+            f"community-rl:attestation:user:{owner.pk}",
+        ]
     )

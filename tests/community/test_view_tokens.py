@@ -9,6 +9,7 @@ from django.test import Client
 
 from attestations import services
 from attestations.models import ApiToken
+from tests.factories_community import login_staff
 
 
 def test_needs_login(client, db):
@@ -88,7 +89,7 @@ def test_only_owner_or_staff_revoke(owner, other, staff):
 
 def test_staff_revoke_in_admin(client, owner, staff):
     token, raw = services.token_create(user=owner, name="leaked")
-    client.force_login(staff)
+    login_staff(client, staff)
     response = client.post(
         "/admin/attestations/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}
     )

@@ -1,0 +1,91 @@
+"""The shared cache, and what happens when Redis is down.
+
+Redis holds the page cache, rate-limit counters (allauth's login and reset limits, the community
+write limits) and the page-cache version. An outage must never take a login or a write down, so
+every operation that cannot reach Redis is logged and served by a per-process memory store
+instead: rate limits keep counting per web process (stricter than failing open: an attacker
+gets at most the limit per process, not unlimited tries), and the page cache notices through
+`degraded()` and stores nothing meanwhile (runs/freshness.py). When Redis answers again, the
+next operation uses it; counters started during the outage stay behind in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.core.cache.backends.locmem import LocMemCache
+from django.core.cache.backends.redis import RedisCache
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
+
+_OUTAGE = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
+# After a failure, go straight to memory for this long instead of waiting on a dead socket for
+# every call.
+RETRY_AFTER = 2.0
+
+
+class FallbackRedisCache(RedisCache):
+    def __init__(self, server, params):
+        options = dict(params.get("OPTIONS") or {})
+        # A dead Redis answers fast: one second to connect or read, not the OS default.
+        options.setdefault("socket_connect_timeout", 1)
+        options.setdefault("socket_timeout", 1)
+        super().__init__(server, {**params, "OPTIONS": options})
+        self._fallback = LocMemCache(f"fallback-{id(self)}", {"TIMEOUT": params.get("TIMEOUT")})
+        self._down_until = 0.0
+
+    def degraded(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _call(self, name: str, *args, **kwargs):
+        if not self.degraded():
+            try:
+                return getattr(super(), name)(*args, **kwargs)
+            except _OUTAGE:
+                logger.warning("cache unavailable: %s served from process memory", name)
+                self._down_until = time.monotonic() + RETRY_AFTER
+        return getattr(self._fallback, name)(*args, **kwargs)
+
+    def add(self, *args, **kwargs):
+        return self._call("add", *args, **kwargs)
+
+    def get(self, *args, **kwargs):
+        return self._call("get", *args, **kwargs)
+
+    def set(self, *args, **kwargs):
+        return self._call("set", *args, **kwargs)
+
+    def touch(self, *args, **kwargs):
+        return self._call("touch", *args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        return self._call("delete", *args, **kwargs)
+
+    def get_many(self, *args, **kwargs):
+        return self._call("get_many", *args, **kwargs)
+
+    def has_key(self, *args, **kwargs):
+        return self._call("has_key", *args, **kwargs)
+
+    def incr(self, *args, **kwargs):
+        return self._call("incr", *args, **kwargs)
+
+    def set_many(self, *args, **kwargs):
+        return self._call("set_many", *args, **kwargs)
+
+    def delete_many(self, *args, **kwargs):
+        return self._call("delete_many", *args, **kwargs)
+
+    def clear(self):
+        self._fallback.clear()
+        return self._call("clear")
+
+
+def degraded() -> bool:
+    """True while the default cache is serving from process memory."""
+    from django.core.cache import cache
+
+    return bool(getattr(cache, "degraded", lambda: False)())

@@ -182,6 +182,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "GPU-kernel benchmark results with provenance.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The choices are listed as an enum already; the generated markdown bullet list repeats
+    # them in a form the docs page would print raw.
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 
 # Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page

@@ -7,6 +7,7 @@ import base64
 import binascii
 import csv
 import json
+import re
 from collections.abc import Iterator
 from urllib import parse
 
@@ -509,7 +510,7 @@ def docs(request: HttpRequest):
                 {
                     "method": method.upper(),
                     "path": path,
-                    "anchor": f"{method}-{path}".replace("/", "-").strip("-"),
+                    "anchor": re.sub(r"[^a-z0-9]+", "-", f"{method} {path}".lower()).strip("-"),
                     "summary": op.get("summary", ""),
                     "description": op.get("description", ""),
                     "parameters": op.get("parameters", []),

@@ -165,7 +165,7 @@ class AttestationList(generics.ListAPIView):
 
     @extend_schema(
         summary="Add a reproduction or note",
-        description="Needs `Authorization: Bearer <token>` (create one at /me/tokens/). A "
+        description="Needs the header Authorization: Bearer <token> (create one at /me/tokens/). A "
         "reproduction needs a median and the unit it is given in; a note needs a body "
         "(markdown). The item starts pending until a maintainer approves it.",
         request=AttestationCreateSerializer,
@@ -256,6 +256,9 @@ class AttestationDetail(APIView):
 
 
 class AttestationWithdraw(AttestationDetail):
+    # Only POST: reading and editing live at the item's own URL.
+    http_method_names = ["post", "options"]
+
     @extend_schema(
         summary="Withdraw your reproduction or note",
         description="No request body. The item stops being shown; its audit trail stays.",

@@ -124,7 +124,7 @@ class AttachCatalogueMixin:
 @method_decorator(public_page, name="dispatch")
 @extend_schema(
     summary="List current runs",
-    description="Current runs, newest import first. Filter with the same parameters as the /runs/ page (benchmark, implementation, gpu, timed_pass, metric, dtype, source, evidence, q) and sort with ordering. Pages follow the `next` cursor.",
+    description="Current runs, newest import first. Filter with the same parameters as the /runs/ page (benchmark, implementation, gpu, timed_pass, metric, dtype, source, evidence, q) and sort with ordering. Follow the next link for the following page.",
 )
 class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     """Current runs, newest import first; filter with the same parameters as /runs/."""
@@ -456,6 +456,21 @@ def api_root(request: HttpRequest) -> JsonResponse:
     )
 
 
+def _resolved(schema: dict, prop: dict) -> dict:
+    """A property with its $ref (or the $ref inside allOf/oneOf, as the generator writes a
+    nullable enum) replaced by the component it names; description and nullability kept."""
+    target = prop
+    for combinator in ("allOf", "oneOf", "anyOf"):
+        refs = [p for p in prop.get(combinator, []) if "$ref" in p]
+        if refs:
+            target = refs[0]
+            break
+    if "$ref" not in target:
+        return prop
+    component = schema["components"]["schemas"][target["$ref"].rsplit("/", 1)[-1]]
+    return {**component, **{k: v for k, v in prop.items() if k == "description"}}
+
+
 def _body(schema: dict, content: dict | None, *, read: bool) -> dict:
     """A request or response body for the docs page: its fields (those a client sends, or
     those it receives) and its examples, with $refs resolved."""
@@ -473,8 +488,7 @@ def _body(schema: dict, content: dict | None, *, read: bool) -> dict:
     for name, prop in body.get("properties", {}).items():
         if not read and prop.get("readOnly"):
             continue
-        if "$ref" in prop:
-            prop = schema["components"]["schemas"][prop["$ref"].rsplit("/", 1)[-1]]
+        prop = _resolved(schema, prop)
         kind = prop.get("type") or ("string" if "enum" in prop else "object")
         if prop.get("format"):
             kind += f" ({prop['format']})"

@@ -52,14 +52,22 @@ POINTS_OUTSIDE = """() => {
   return bad;
 }"""
 
-# The innermost elements that reach past the viewport's right edge: what to fix.
+# The innermost elements that reach past the viewport's right edge outside any scrolling box,
+# or whose own content is wider than they are without scrolling: what to fix.
 WIDE_ELEMENTS = """() => {
   const w = window.innerWidth, out = [];
+  const scrolls = e => { for (let a = e.parentElement; a && a !== document.body; a = a.parentElement)
+    if (getComputedStyle(a).overflowX !== 'visible') return true; return false; };
+  const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className.trim()
+    ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
   for (const e of document.querySelectorAll('body *')) {
-    if (e.getBoundingClientRect().right > w + 1 &&
-        ![...e.children].some(c => c.getBoundingClientRect().right > w + 1))
-      out.push(e.tagName.toLowerCase() + (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\\s+/).join('.') : '')
-               + '(' + Math.round(e.getBoundingClientRect().right) + ')');
+    if (scrolls(e)) continue;
+    const r = e.getBoundingClientRect();
+    if (r.right > w + 1 && ![...e.children].some(c => c.getBoundingClientRect().right > w + 1))
+      out.push(name(e) + '(' + Math.round(r.right) + ')');
+    else if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX === 'visible'
+             && e.clientWidth > 0 && e.scrollWidth > w)
+      out.push(name(e) + ' content ' + e.scrollWidth);
   }
   return out.slice(0, 5).join(', ');
 }"""

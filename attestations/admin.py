@@ -74,18 +74,27 @@ def _moderation_step(modeladmin, request, queryset, *, state: str, verb: str):
                     if skipped
                     else ""
                 )
+                done = {"Approve": "Approved", "Reject": "Rejected", "Hide": "Hid"}[verb]
                 modeladmin.message_user(
-                    request, f"{verb} {changed} item(s){note}.", messages.SUCCESS
+                    request,
+                    f"{done} {changed} item{'' if changed == 1 else 's'}{note}.",
+                    messages.SUCCESS,
                 )
                 return None
     else:
         form = ModerationForm()
+    optional = state == State.APPROVED
+    if optional:
+        form.fields["reason"].label = "Note to the authors (optional)"
+        form.fields["reason"].help_text = "Shown to the author with the approved item."
+    else:
+        form.fields["reason"].help_text = "Required; shown to the author with the item."
     return TemplateResponse(
         request,
         "admin/attestations/moderate.html",
         {
             **modeladmin.admin_site.each_context(request),
-            "title": f"{verb}: give a reason",
+            "title": f"{verb}: add a note (optional)" if optional else f"{verb}: give a reason",
             "verb": verb,
             "state": state,
             "items": queryset.select_related("author", "run"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, permissions, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -169,13 +169,37 @@ class AttestationList(generics.ListAPIView):
         return qs
 
     @extend_schema(
-        parameters=[OpenApiParameter("run", str, description="A run's public id")],
+        summary="List reproductions and notes",
+        description="Approved reproductions and notes, newest first, plus your own pending "
+        "ones when you send a token. Filter with run=<public id>.",
+        parameters=[OpenApiParameter("run", str, description="A run's public id, e.g. 8827e3bb")],
         responses=AttestationSerializer(many=True),
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(request=AttestationCreateSerializer, responses={201: AttestationSerializer})
+    @extend_schema(
+        summary="Add a reproduction or note",
+        description="Needs the header Authorization: Bearer <token> (create one at /me/tokens/). A "
+        "reproduction needs a median and the unit it is given in; a note needs a body "
+        "(markdown). The item starts pending until a maintainer approves it.",
+        request=AttestationCreateSerializer,
+        responses={201: AttestationSerializer},
+        examples=[
+            OpenApiExample(
+                "A reproduction",
+                request_only=True,
+                value={"run": "8827e3bb", "kind": "reproduction", "median": "393.632",
+                       "input_unit": "us", "gpu": "nvidia-h100-80gb-hbm3",
+                       "torch_version": "2.7.1", "body": "Same script, CUDA 12.8."},
+            ),
+            OpenApiExample(
+                "A note",
+                request_only=True,
+                value={"run": "8827e3bb", "kind": "note", "body": "Measured with `--warmup 50`."},
+            ),
+        ],
+    )  # fmt: skip
     def post(self, request):
         if not request.user.is_authenticated:
             raise exceptions.NotAuthenticated()
@@ -210,11 +234,28 @@ class _AttestationItem(APIView):
 
 
 class AttestationDetail(_AttestationItem):
-    @extend_schema(responses=AttestationSerializer)
+    @extend_schema(
+        summary="Get one reproduction or note",
+        description="An approved item, or your own in any state.",
+        responses=AttestationSerializer,
+    )
     def get(self, request, pk: int):
         return Response(AttestationSerializer(self._visible(request, pk)).data)
 
-    @extend_schema(request=AttestationUpdateSerializer, responses=AttestationSerializer)
+    @extend_schema(
+        summary="Edit your reproduction or note",
+        description="Send only the fields that change. An edit of an approved item sends it "
+        "back to moderation.",
+        request=AttestationUpdateSerializer,
+        responses=AttestationSerializer,
+        examples=[
+            OpenApiExample(
+                "Correct the median",
+                request_only=True,
+                value={"median": "391.2", "input_unit": "us"},
+            )
+        ],
+    )
     def patch(self, request, pk: int):
         item = self._own(request, pk)
         _throttle(request, "attestation")
@@ -234,7 +275,12 @@ class AttestationDetail(_AttestationItem):
 class AttestationWithdraw(_AttestationItem):
     """An action: POST only (GET and PATCH here would read and edit the item under another URL)."""
 
-    @extend_schema(request=None, responses=AttestationSerializer)
+    @extend_schema(
+        summary="Withdraw your reproduction or note",
+        description="No request body. The item stops being shown; its audit trail stays.",
+        request=None,
+        responses=AttestationSerializer,
+    )
     def post(self, request, pk: int):
         item = self._own(request, pk)
         _throttle(request, "attestation")
@@ -242,6 +288,11 @@ class AttestationWithdraw(_AttestationItem):
         return Response(AttestationSerializer(item).data)
 
 
+@extend_schema(
+    methods=["GET"],
+    summary="List your reports",
+    description="Your own reports and their answers, newest first. Needs a token.",
+)
 class ReportList(generics.ListAPIView):
     """Your own reports and their answers; POST raises a new one."""
 
@@ -253,7 +304,20 @@ class ReportList(generics.ListAPIView):
     def get_queryset(self):
         return Report.objects.by(self.request.user).select_related("run")
 
-    @extend_schema(request=ReportSerializer, responses={201: ReportSerializer})
+    @extend_schema(
+        summary="Report a problem with a run",
+        description="Needs a token. A maintainer answers; follow it here or at /me/reports/.",
+        request=ReportSerializer,
+        responses={201: ReportSerializer},
+        examples=[
+            OpenApiExample(
+                "A wrong value",
+                request_only=True,
+                value={"run": "8827e3bb", "category": "wrong_data",
+                       "text": "The median is 10x the other GPUs' for this size."},
+            )
+        ],
+    )  # fmt: skip
     def post(self, request):
         _throttle(request, "report")
         incoming = ReportSerializer(data=request.data)

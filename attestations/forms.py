@@ -24,6 +24,12 @@ class AttestationForm(forms.Form):
     """Add or edit a reproduction or note. Values are typed in a unit of the author's choice and
     stored in the run's own unit."""
 
+    # Hidden while "Note" is chosen (a stylesheet rule, no script): a note is text only.
+    reproduction_only = (
+        "median", "p20", "p80", "input_unit", "gpu", "driver_version", "cuda_version",
+        "torch_version", "other_versions", "harness", "commit_url",
+    )  # fmt: skip
+
     kind = forms.ChoiceField(choices=Kind.choices, initial=Kind.REPRODUCTION)
     median = _value_field("Measured median")
     p20 = _value_field("p20")

@@ -195,6 +195,9 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "kernelindex.schema.add_error_responses",
     ],
+    # The choices are listed as an enum already; the generated markdown bullet list repeats
+    # them in a form the docs page would print raw.
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 
 # Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page

@@ -29,20 +29,43 @@ def _is_powers_of_two(xs: list[float]) -> bool:
     return all(math.log2(v).is_integer() for v in values) and values[-1] / values[0] >= 8
 
 
-def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+def _linear_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round ticks whose first is at or below lo and whose last is at or above hi, so every
+    value in [lo, hi] lies inside the axis they span."""
     if hi <= lo:
-        hi = lo + 1
+        hi = lo + (abs(lo) or 1)
     raw = (hi - lo) / count
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = []
-    t = start
-    while t <= hi + step * 0.001:
-        if t >= lo - step * 0.001:
-            ticks.append(round(t, 10))
-        t += step
-    return ticks
+    # The small tolerance keeps a value that is a multiple of the step from adding a tick.
+    start = math.floor(lo / step + 1e-9) * step
+    end = math.ceil(hi / step - 1e-9) * step
+    n = max(1, round((end - start) / step))
+    return [round(start + i * step, 10) for i in range(n + 1)]
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks (only powers of ten past three decades) enclosing [lo, hi], both > 0."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mantissas = (1, 2, 5) if last - first <= 3 else (1,)
+    candidates = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
+    below = max(t for t in candidates if t <= lo * (1 + 1e-9))
+    above = min(t for t in candidates if t >= hi * (1 - 1e-9))
+    return [float(f"{t:.6g}") for t in candidates if below <= t <= above]
+
+
+def y_axis(values: list[float]) -> tuple[list[float], bool]:
+    """Ticks for values on a y axis, and whether the axis is logarithmic: log when the values
+    span more than a decade (a linear axis would flatten all but the largest), linear from 0
+    otherwise."""
+    positive = [v for v in values if v > 0]
+    if positive and len(positive) == len(values) and max(positive) / min(positive) > 10:
+        return _log_ticks(min(positive), max(positive)), True
+    return _linear_ticks(min(0.0, *values), max(values) if values else 1), False
+
+
+def _fmt_tick(t: float) -> str:
+    return f"{t:,.6g}" if abs(t) >= 1000 else f"{t:.6g}"
 
 
 def _fmt_x(x: float) -> str:
@@ -51,20 +74,23 @@ def _fmt_x(x: float) -> str:
     return f"{x:g}"
 
 
-def _marker(kind: str, x: float, y: float, colour: str) -> str:
+def _marker(kind: str, x: float, y: float, colour: str, cls: str = "point") -> str:
+    # Plotted points carry class="point" (the browser tests check each lies inside its axes);
+    # legend swatches do not.
+    c = f' class="{cls}"' if cls else ""
     if kind == "square":
-        return f'<rect x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6" fill="{colour}"/>'
+        return f'<rect{c} x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6" fill="{colour}"/>'
     if kind == "diamond":
         return (
-            f'<path d="M{x:.1f} {y - 4:.1f}L{x + 4:.1f} {y:.1f}L{x:.1f} {y + 4:.1f}'
+            f'<path{c} d="M{x:.1f} {y - 4:.1f}L{x + 4:.1f} {y:.1f}L{x:.1f} {y + 4:.1f}'
             f'L{x - 4:.1f} {y:.1f}Z" fill="{colour}"/>'
         )
     if kind == "triangle":
         return (
-            f'<path d="M{x:.1f} {y - 4:.1f}L{x + 4:.1f} {y + 3:.1f}L{x - 4:.1f} {y + 3:.1f}Z" '
+            f'<path{c} d="M{x:.1f} {y - 4:.1f}L{x + 4:.1f} {y + 3:.1f}L{x - 4:.1f} {y + 3:.1f}Z" '
             f'fill="{colour}"/>'
         )
-    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>'
+    return f'<circle{c} cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>'
 
 
 def line_chart(
@@ -88,22 +114,36 @@ def line_chart(
     if not xs:
         return ""
     log_x = _is_powers_of_two(xs)
-    left, right, top, bottom = 64, 16, 16, 48
+    left, right, top, bottom = 72, 16, 16, 48
     legend_h = 18 * len(series)
     plot_w, plot_h = width - left - right, height - top - bottom
     total_h = height + legend_h
     fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
-    x_lo, x_hi = min(fx(x) for x in xs), max(fx(x) for x in xs)
+    distinct_x = sorted(set(xs))
+    if log_x or len(distinct_x) <= 10:
+        x_ticks = distinct_x[:: max(1, math.ceil(len(distinct_x) / 10))]
+        x_lo, x_hi = fx(distinct_x[0]), fx(distinct_x[-1])
+    else:
+        x_ticks = _linear_ticks(distinct_x[0], distinct_x[-1], count=6)
+        x_lo, x_hi = x_ticks[0], x_ticks[-1]
     if x_hi == x_lo:
         x_lo, x_hi = x_lo - 1, x_hi + 1
-    y_ticks = _nice_ticks(0, max(ys) * 1.05)
-    y_hi = y_ticks[-1] or 1
+    # A little room either side so end markers are not cut by the frame.
+    pad_x = plot_w * 0.03
+    y_ticks, log_y = y_axis(ys)
+    fy = (lambda v: math.log10(v)) if log_y else (lambda v: v)
+    y_lo, y_hi = fy(y_ticks[0]), fy(y_ticks[-1])
+    if y_hi == y_lo:
+        y_hi = y_lo + 1
 
     def px(x: float) -> float:
-        return left + (fx(x) - x_lo) / (x_hi - x_lo) * plot_w
+        return left + pad_x + (fx(x) - x_lo) / (x_hi - x_lo) * (plot_w - 2 * pad_x)
+
+    def py_scaled(v: float) -> float:
+        return top + plot_h - (fy(v) - y_lo) / (y_hi - y_lo) * plot_h
 
     def py(y: float) -> float:
-        return top + plot_h - (y / y_scale) / y_hi * plot_h
+        return py_scaled(y / y_scale)
 
     desc_parts = []
     for s in series:
@@ -112,6 +152,7 @@ def line_chart(
     desc = (
         f"{y_label} ({y_unit}) against {x_label}"
         + (" on a logarithmic axis" if log_x else "")
+        + (f", {y_label.lower()} on a logarithmic axis" if log_y else "")
         + ". "
         + " ".join(desc_parts)
     )
@@ -120,16 +161,17 @@ def line_chart(
         f'viewBox="0 0 {width} {total_h}" aria-labelledby="{chart_id}-t {chart_id}-d">',
         f'<title id="{chart_id}-t">{escape(title)}</title>',
         f'<desc id="{chart_id}-d">{escape(desc)}</desc>',
-        f'<rect class="plot-bg" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+        f'<rect class="plot-area" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
         f'fill="none" stroke="#bbb"/>',
     ]
     for t in y_ticks:
-        y = top + plot_h - t / y_hi * plot_h
+        y = py_scaled(t)
         out.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{t:g}</text>'
+            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{_fmt_tick(t)}</text>"
         )
-    for x in sorted(set(xs)):
+    for x in x_ticks:
         X = px(x)
         out.append(
             f'<line x1="{X:.1f}" x2="{X:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
@@ -140,7 +182,8 @@ def line_chart(
         f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{top + plot_h + 38}" '
         f'text-anchor="middle">{escape(x_label)}{" (log scale)" if log_x else ""}</text>'
         f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
-        f'text-anchor="middle">{escape(y_label)} ({escape(y_unit)})</text>'
+        f'text-anchor="middle">{escape(y_label)} ({escape(y_unit)}'
+        f"{', log scale' if log_y else ''})</text>"
     )
     for i, s in enumerate(series):
         colour = PALETTE[i % len(PALETTE)]
@@ -155,7 +198,7 @@ def line_chart(
         out.append("</g>")
         ly = height + 18 * i + 4
         out.append(
-            f'<g class="legend-item">{_marker(marker, left + 6, ly, colour)}'
+            f'<g class="legend-item">{_marker(marker, left + 6, ly, colour, "")}'
             f'<line x1="{left - 4}" x2="{left + 16}" y1="{ly}" y2="{ly}" stroke="{colour}" '
             f'stroke-width="2"/><text x="{left + 24}" y="{ly + 4}">{escape(s.name)}</text></g>'
         )

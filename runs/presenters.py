@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from runs import charts
 from runs.catalogue import normalise_param, param_order
@@ -24,7 +25,15 @@ class Panel:
     implementations: list[str] = field(default_factory=list)
     # cells[x][implementation] = run
     cells: dict = field(default_factory=lambda: defaultdict(dict))
-    svg: str = ""
+    # What the benchmark page selects a panel by.
+    source_slug: str = ""
+    source_name: str = ""
+    gpu_slug: str = ""
+    gpu_name: str = ""
+    timed_pass: str = ""
+    metric: str = ""
+    # implementation display name -> provider key (the baseline is chosen by key in the URL)
+    keys: dict = field(default_factory=dict)
 
     @property
     def rows(self) -> list[tuple[float, list]]:
@@ -83,6 +92,12 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
                     swept,
                     fixed,
                 ),
+                source_slug=run.publication.source.slug,
+                source_name=run.publication.source.name,
+                gpu_slug=run.environment.gpu.slug,
+                gpu_name=run.environment.gpu.upstream_name,
+                timed_pass=run.timed_pass,
+                metric=run.metric,
             )
         if run.sweep_value is None:
             continue
@@ -91,30 +106,12 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
         name = run.implementation.display_name
         if name not in panel.implementations:
             panel.implementations.append(name)
+            panel.keys[name] = run.implementation.provider_key
         panel.cells[run.sweep_value][name] = run
     out = []
     for panel in panels.values():
         panel.xs.sort()
         panel.implementations.sort()
-        series = [
-            charts.Series(
-                impl,
-                [(x, panel.cells[x][impl].median) for x in panel.xs if impl in panel.cells[x]],
-            )
-            for impl in panel.implementations
-        ]
-        values = [y for s in series for _, y in s.points]
-        factor, unit_name = charts.unit_scale(panel.unit, values)
-        metric_label = "Median latency" if panel.unit == "ns" else "Median peak memory"
-        panel.svg = charts.line_chart(
-            chart_id=panel.chart_id,
-            title=f"{panel.title}" + (f" ({panel.fixed})" if panel.fixed else ""),
-            series=series,
-            x_label=panel.sweep,
-            y_label=metric_label,
-            y_scale=factor,
-            y_unit=unit_name,
-        )
         out.append(panel)
     out.sort(key=lambda p: p.order)
     return out
@@ -181,3 +178,267 @@ def comparability(a, b) -> tuple[bool, str]:
     if not reasons:
         reasons.append("they were swept differently upstream")
     return False, "Not comparable: " + ", ".join(reasons) + "."
+
+
+# Where each source's files live upstream; an import's location is a path on the machine that
+# imported it, which means nothing to a reader (and says more about that machine than it should).
+UPSTREAM_FILES = {
+    "liger-kernel-bench": (
+        1, "https://github.com/linkedin/Liger-Kernel/blob/main/benchmark/data/{name}"
+    ),
+    "liger-kernel-ci": (
+        2, "https://github.com/linkedin/Liger-Kernel/blob/gh-pages/benchmarks/{name}"
+    ),
+}  # fmt: skip
+
+
+def upstream_file(source_slug: str, location: str) -> tuple[str, str]:
+    """(file name as upstream names it, link to it or "") for an import's location."""
+    if location.startswith(("http://", "https://")):
+        return location.rstrip("/").rsplit("/", 1)[-1], location
+    parts = location.replace("\\", "/").rstrip("/").split("/")
+    depth, pattern = UPSTREAM_FILES.get(source_slug, (1, ""))
+    name = "/".join(parts[-depth:])
+    return name, pattern.format(name=name) if pattern else ""
+
+
+# The benchmark page: one plot at a time, chosen by links that keep the choice in the URL.
+
+BASELINE_PREFERENCE = ("huggingface", "torch", "pytorch")
+PLOTS = {"median": "Median", "speedup": "Speed-up"}
+_SELECTORS = ("source", "gpu", "pass", "metric", "workload", "baseline", "plot")
+
+
+class BadChoice(ValueError):
+    """A query parameter names nothing on this benchmark page."""
+
+
+@dataclass
+class Choice:
+    label: str
+    query: str  # the whole query string of the page this link opens
+    current: bool
+
+
+@dataclass
+class SummaryRow:
+    panel: Panel
+    query: str
+    fastest: str
+    wins: int
+    sizes: int
+    run: object  # the fastest implementation's run at the largest size
+    speedup: float | None
+    baseline: str
+
+
+@dataclass
+class BenchmarkView:
+    panel: Panel | None
+    selectors: list[tuple[str, list[Choice]]]
+    summary: list[SummaryRow]
+    baseline: str  # display name
+    plot: str
+    svg: str
+    # (x, [(run or None, speed-up over the baseline or None) per implementation])
+    rows: list
+    notes: list[str]
+
+
+def _speedup(run, base) -> float | None:
+    if run is None or base is None or not run.median:
+        return None
+    return base.median / run.median
+
+
+def _workload_label(panel: Panel) -> str:
+    return f"{panel.sweep} sweep" + (f" · {panel.fixed}" if panel.fixed else "")
+
+
+def _default_baseline(panel: Panel) -> str:
+    for key in BASELINE_PREFERENCE:
+        for name, k in panel.keys.items():
+            if k == key:
+                return name
+    return panel.implementations[0]
+
+
+def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
+    """Pick the panel the query asks for (source, gpu, pass, metric, workload), the baseline
+    implementation and the plot kind; each unset or unavailable choice falls back to the first
+    available one, and a value that names nothing on this page raises BadChoice."""
+    known = {
+        "source": {p.source_slug for p in panels},
+        "gpu": {p.gpu_slug for p in panels},
+        "pass": {p.timed_pass for p in panels},
+        "metric": {p.metric for p in panels},
+        "baseline": {k for p in panels for k in p.keys.values()},
+        "plot": set(PLOTS),
+    }
+    for name, values in known.items():
+        value = params.get(name)
+        if value is not None and value not in values:
+            choices = ", ".join(sorted(values)) or "none"
+            raise BadChoice(f"Unknown {name} {value!r}; this page has: {choices}.")
+    workload = params.get("workload", "1")
+    if not workload.isdigit() or not 1 <= int(workload) <= 999:
+        raise BadChoice("workload is a number from the workload links, like 1.")
+    if not panels:
+        return BenchmarkView(None, [], [], "", "median", "", [], [])
+
+    notes: list[str] = []
+    chosen: dict[str, str] = {}
+    candidates = panels
+    dims = [
+        ("source", "Source", lambda p: p.source_slug, lambda p: p.source_name),
+        ("gpu", "GPU", lambda p: p.gpu_slug, lambda p: p.gpu_name),
+        ("pass", "Pass", lambda p: p.timed_pass, lambda p: TimedPass(p.timed_pass).label),
+        ("metric", "Metric", lambda p: p.metric, lambda p: Metric(p.metric).label),
+    ]
+    selector_values: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for name, title, key, label in dims:
+        options: dict[str, str] = {}
+        for p in sorted(candidates, key=lambda p: p.order):
+            options.setdefault(key(p), label(p))
+        ordered = list(options.items())
+        if name in ("source", "gpu"):
+            # The default is the one with the most measurements; the links read alphabetically.
+            size: dict[str, int] = defaultdict(int)
+            for p in candidates:
+                size[key(p)] += sum(len(c) for c in p.cells.values())
+            default = max(ordered, key=lambda kv: (size[kv[0]], kv[1]))[0]
+            ordered.sort(key=lambda kv: kv[1])
+        else:
+            default = ordered[0][0]
+        wanted = params.get(name)
+        value = wanted if wanted in options else default
+        if wanted and wanted not in options:
+            notes.append(f"No {title.lower()} {wanted} for this choice; showing {options[value]}.")
+        chosen[name] = value
+        selector_values.append((name, title, ordered))
+        candidates = [p for p in candidates if key(p) == value]
+    # Panels left differ only in the swept parameter and the fixed ones.
+    candidates.sort(key=lambda p: p.order)
+    index = min(int(workload), len(candidates))
+    chosen["workload"] = str(index)
+    if len(candidates) > 1:
+        selector_values.append(
+            (
+                "workload",
+                "Workload",
+                [(str(i + 1), _workload_label(p)) for i, p in enumerate(candidates)],
+            )
+        )
+    panel = candidates[index - 1]
+    by_key = {k: n for n, k in panel.keys.items()}
+    baseline = by_key.get(params.get("baseline", ""), _default_baseline(panel))
+    chosen["baseline"] = panel.keys[baseline]
+    selector_values.append(
+        ("baseline", "Speed-up relative to",
+         [(panel.keys[n], n) for n in panel.implementations])
+    )  # fmt: skip
+    chosen["plot"] = params.get("plot", "median")
+    selector_values.append(("plot", "Plot", list(PLOTS.items())))
+
+    def query(**change: str) -> str:
+        state = {**chosen, **change}
+        return urlencode({k: state[k] for k in _SELECTORS if state.get(k)})
+
+    selectors = [
+        (title, [Choice(label, query(**{name: value}), value == chosen[name])
+                 for value, label in ordered])
+        for name, title, ordered in selector_values
+    ]  # fmt: skip
+
+    rows = []
+    for x in panel.xs:
+        base = panel.cells[x].get(baseline)
+        rows.append(
+            (x, [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
+                 for i in panel.implementations])
+        )  # fmt: skip
+    svg = _panel_svg(panel, rows, baseline, chosen["plot"])
+    summary = _summary(panels, chosen)
+    return BenchmarkView(panel, selectors, summary, baseline, chosen["plot"], svg, rows, notes)
+
+
+def _panel_svg(panel: Panel, rows, baseline: str, plot: str) -> str:
+    memory = panel.unit != "ns"
+    if plot == "speedup":
+        label = f"{'Memory saving' if memory else 'Speed-up'} over {baseline}"
+        values = {i: [(x, cells[j][1]) for x, cells in rows if cells[j][1]]
+                  for j, i in enumerate(panel.implementations)}  # fmt: skip
+        y_scale, unit = 1, "×, higher is better"
+    else:
+        label = "Median peak memory" if memory else "Median latency"
+        values = {i: [(x, cells[j][0].median) for x, cells in rows if cells[j][0]]
+                  for j, i in enumerate(panel.implementations)}  # fmt: skip
+        y_scale, unit = charts.unit_scale(panel.unit, [v for s in values.values() for _, v in s])
+        unit = f"{unit}, lower is better"
+    title = panel.title + (f" ({panel.fixed})" if panel.fixed else "")
+    if len(panel.xs) == 1:
+        # One size: a line through one point says nothing; bars in rank order do.
+        bars = sorted(
+            ((name, pts[0][1], name == baseline) for name, pts in values.items() if pts),
+            key=lambda b: -b[1] if plot == "speedup" else b[1],
+        )
+        return charts.bar_chart(
+            chart_id="plot", title=title, bars=bars, value_label=label, y_scale=y_scale,
+            y_unit=unit.split(",")[0],
+        )  # fmt: skip
+    return charts.line_chart(
+        chart_id="plot",
+        title=title,
+        series=[charts.Series(name, pts) for name, pts in values.items()],
+        x_label=panel.sweep,
+        y_label=label,
+        y_scale=y_scale,
+        y_unit=unit.split(",")[0],
+    )
+
+
+def _summary(panels: list[Panel], chosen: dict) -> list[SummaryRow]:
+    """The fastest implementation per GPU and pass (latency) in the chosen source: the lowest
+    median at the largest size of each sweep (the size kernels are chosen for), how many of
+    the sweep's sizes it also wins, and its lead there over the reference implementation (or,
+    when it is the reference, over the runner-up)."""
+    out = []
+    latency = sorted(
+        (p for p in panels if p.source_slug == chosen["source"] and p.metric == "latency"),
+        key=lambda p: (p.gpu_name, _PASS_ORDER.get(p.timed_pass, 9), p.order),
+    )
+    seen: dict[tuple, int] = defaultdict(int)
+    for p in latency:
+        if not p.xs:
+            continue
+        seen[(p.gpu_slug, p.timed_pass)] += 1
+        wins: dict[str, int] = defaultdict(int)
+        for x in p.xs:
+            wins[min(p.cells[x].items(), key=lambda kv: kv[1].median)[0]] += 1
+        ranked = sorted(p.cells[p.xs[-1]].items(), key=lambda kv: kv[1].median)
+        fastest, run = ranked[0]
+        baseline = _default_baseline(p)
+        other = p.cells[p.xs[-1]].get(baseline) if baseline != fastest else None
+        if other is None and len(ranked) > 1:
+            baseline, other = ranked[1]
+        out.append(
+            SummaryRow(
+                panel=p,
+                query=urlencode(
+                    {
+                        "source": p.source_slug,
+                        "gpu": p.gpu_slug,
+                        "pass": p.timed_pass,
+                        "metric": "latency",
+                        "workload": seen[(p.gpu_slug, p.timed_pass)],
+                    }
+                ),  # fmt: skip
+                fastest=fastest,
+                wins=wins[fastest],
+                sizes=len(p.xs),
+                run=run,
+                speedup=_speedup(run, other) if other is not None and other is not run else None,
+                baseline=baseline,
+            )
+        )
+    return out

@@ -30,7 +30,14 @@ from runs.models import (
     Source,
 )
 from runs.plausibility import floor_for
-from runs.presenters import benchmark_panels, comparability, spec_diff
+from runs.presenters import (
+    BadChoice,
+    benchmark_panels,
+    benchmark_view,
+    comparability,
+    spec_diff,
+    upstream_file,
+)
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
 GROUP_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
@@ -242,12 +249,18 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     by_publication: dict[int, list[Run]] = {p.pk: [] for p in latest.values()}
     for run in runs:
         by_publication[run.publication_id].append(run)
-    blocks = [(pub, benchmark_panels(benchmark, by_publication[pub.pk])) for pub in latest.values()]
-    return render(
-        request,
-        "runs/benchmark_detail.html",
-        {"benchmark": benchmark, "blocks": blocks, "canonical": _canonical(request)},
-    )
+    panels = [
+        panel
+        for pub in latest.values()
+        for panel in benchmark_panels(benchmark, by_publication[pub.pk])
+    ]
+    context = {"benchmark": benchmark, "latest": latest, "canonical": _canonical(request)}
+    try:
+        context["view"] = benchmark_view(panels, request.GET)
+    except BadChoice as exc:
+        context["error"] = str(exc)
+        return render(request, "runs/benchmark_detail.html", context, status=400)
+    return render(request, "runs/benchmark_detail.html", context)
 
 
 @require_safe
@@ -326,7 +339,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @public_page
 def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    imports = ImportRecord.objects.filter(source=source).select_related("publication")[:100]
+    imports = list(ImportRecord.objects.filter(source=source).select_related("publication")[:100])
+    for record in imports:
+        record.file_name, record.file_url = upstream_file(source.slug, record.location)
     stats = Run.objects.filter(source=source).aggregate(
         current=Count("id", filter=Q(is_current=True)),
         total=Count("id"),

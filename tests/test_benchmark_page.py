@@ -1,5 +1,6 @@
-"""Benchmark pages: one SVG plot per pass, metric, GPU and fixed parameters, one line per
-implementation, with the ranked table beneath; constant query count."""
+"""Benchmark pages: a summary of the fastest implementation per GPU and pass, then one plot at a
+time (GPU, pass, metric chosen by links), every implementation in it, speed-ups over a baseline
+and the ranked table beneath; constant query count."""
 
 from __future__ import annotations
 
@@ -13,42 +14,83 @@ from tests.factories import BenchmarkFactory, RunFactory, workload_for
 from tests.pages import grow, queries, text_of
 
 
-def _panels(html: str) -> list[str]:
-    return re.findall(r'<figure class="panel".*?</figure>', html, re.S)
+def _svgs(html: str) -> list[str]:
+    return re.findall(r'<svg xmlns="http://www.w3.org/2000/svg" class="chart.*?</svg>', html, re.S)
 
 
-def test_llama4_rope_page_plots_one_series_per_implementation(client, liger_bench):
-    response = client.get("/benchmarks/llama4_rope/")
+# The seq sweep (the second workload of this GPU and pass; the first sweeps hidden).
+H100_FORWARD = "?gpu=nvidia-h100-80gb-hbm3&pass=forward&metric=latency&workload=2"
+
+
+def test_one_plot_with_every_implementation_speedups_and_the_table(client, liger_bench):
+    """ "liger vs huggingface on my GPU": one plot, every implementation, the speed-up over the
+    chosen baseline, the table beneath."""
+    response = client.get("/benchmarks/llama4_rope/" + H100_FORWARD + "&baseline=huggingface")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "<h1>All results for Llama 4 rotary position embedding</h1>" in html
-    panels = _panels(html)
-    runs = Run.objects.public().filter(benchmark__slug="llama4_rope")
-    passes = set(runs.values_list("timed_pass", "metric"))
-    assert len(panels) >= len(passes)
-    for panel in panels:
-        svg = re.search(r"<svg.*?</svg>", panel, re.S).group(0)
-        header = re.search(r"<thead>(.*?)</thead>", panel, re.S).group(1)
-        implementations = re.findall(r'<th scope="col" class="num">(.*?)</th>', header)
-        series = re.findall(r'<g class="series" data-series="([^"]+)"', svg)
-        assert series == implementations and len(series) >= 2
-        assert re.search(r'<title id="p\d+-t">', svg) and "<desc" in svg
-        assert 'class="axis-label"' in svg
-    # The upstream sweep is over seq in powers of two: a log axis, labelled as such.
-    assert "(log scale)" in html
-    # The table beneath links every run with its rank.
+    assert "<h1>Llama 4 rotary position embedding <small>llama4_rope</small></h1>" in html
+    svgs = _svgs(html)
+    assert len(svgs) == 1  # one plot at a time
+    runs = Run.objects.public().filter(
+        benchmark__slug="llama4_rope",
+        timed_pass="forward",
+        metric="latency",
+        environment__gpu__slug="nvidia-h100-80gb-hbm3",
+    )
+    implementations = sorted(set(runs.values_list("implementation__display_name", flat=True)))
+    header = re.search(r'<table class="panel-table">.*?<thead>(.*?)</thead>', html, re.S).group(1)
+    assert re.findall(r'<th scope="col" class="num">(.*?)</th>', header) == implementations
+    series = re.findall(r'<g class="series" data-series="([^"]+)"', svgs[0])
+    assert series == implementations and len(series) >= 2
+    assert re.search(r'<title id="plot-t">', svgs[0]) and "<desc" in svgs[0]
+    assert "seq (log scale)" in svgs[0]  # upstream sweeps seq in powers of two
+    # The table links every run with its rank, and the speed-up over the baseline.
     example = runs.get(external_id=EXAMPLE_EXTERNAL_ID)
     assert f'<a href="/runs/{example.public_id}/">385.5 µs</a> <span class="rank">#2</span>' in html
+    assert '<span class="speedup">1.00×</span>' in html  # the baseline against itself
+    text = text_of(response)
+    assert "its speed-up over Transformers (higher is better)" in text
+    # The summary: fastest implementation per GPU and pass, with its evidence level.
+    assert "Fastest implementation per GPU and pass" in text
+    assert 'class="badge evidence evidence-reported"' in html
 
 
-def test_each_series_has_the_points_of_its_runs(client, liger_bench):
-    html = client.get("/benchmarks/llama4_rope/").content.decode()
-    first = _panels(html)[0]
-    svg = re.search(r"<svg.*?</svg>", first, re.S).group(0)
-    rows = re.findall(r"<tbody>(.*?)</tbody>", first, re.S)[0].count("<tr>")
+def test_choices_are_links_that_keep_the_rest_of_the_state(client, liger_bench):
+    html = client.get("/benchmarks/llama4_rope/" + H100_FORWARD + "&plot=speedup").content.decode()
+    links = re.findall(r'<a href="\?([^"]+)"( aria-current="true")?', html)
+    current = [q for q, cur in links if cur]
+    # One current choice per row: source, GPU, pass, metric, baseline, plot.
+    assert len(current) >= 6
+    backward = [q for q, _ in links if "pass=backward" in q and "plot=speedup" in q]
+    assert backward and all("gpu=nvidia-h100-80gb-hbm3" in q for q in backward)
+    svg = _svgs(html)[0]
+    assert "Speed-up over" in svg
+
+
+def test_every_series_has_the_points_of_its_runs(client, liger_bench):
+    html = client.get("/benchmarks/llama4_rope/" + H100_FORWARD).content.decode()
+    svg = _svgs(html)[0]
+    rows = re.findall(r"<tbody>(.*?)</tbody>", html.split('class="panel-table"')[1], re.S)[0]
     for group in re.findall(r'<g class="series".*?</g>', svg, re.S):
+        name = re.search(r'data-series="([^"]+)"', group).group(1)
         path = re.search(r'<path d="([^"]+)"', group).group(1)
-        assert path.count("L") + 1 <= rows and path.startswith("M")
+        assert path.startswith("M") and path.count("L") + 1 == rows.count("<tr>"), name
+
+
+@pytest.mark.django_db
+def test_a_choice_that_names_nothing_is_a_400_that_says_so(client):
+    RunFactory(benchmark=BenchmarkFactory(slug="rms_norm"), rank=1)
+    for query, message in [
+        ("?gpu=nope", "Unknown gpu 'nope'"),
+        ("?pass=sideways", "Unknown pass 'sideways'"),
+        ("?baseline=%3Cscript%3E", "Unknown baseline '<script>'"),
+        ("?workload=x", "workload is a number"),
+        ("?plot=pie", "Unknown plot 'pie'"),
+    ]:
+        response = client.get("/benchmarks/rms_norm/" + query)
+        assert response.status_code == 400, query
+        assert message in text_of(response), query
+        assert "'<script>'" not in response.content.decode()  # escaped, not echoed
 
 
 @pytest.mark.django_db
@@ -76,9 +118,11 @@ def test_benchmark_page_query_count_does_not_grow(client, settings):
             rank=i % 2 + 1,
         )
     small = queries(client, "/benchmarks/rms_norm/")
+    chosen = queries(client, "/benchmarks/rms_norm/?plot=speedup&baseline=huggingface")
     grow(400, benchmark_slug="rms_norm")
     assert Run.objects.filter(benchmark=bench).count() >= 220
     assert queries(client, "/benchmarks/rms_norm/") == small
+    assert queries(client, "/benchmarks/rms_norm/?plot=speedup&baseline=huggingface") == chosen
 
 
 def test_kernel_names_that_are_not_slugs_have_pages(client, db):

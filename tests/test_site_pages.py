@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import override_settings
 
+from tests.conftest import DATA as REPO_DATA
 from tests.pages import text_of
 
 
@@ -89,3 +92,96 @@ def test_query_counts_do_not_grow(client, settings, url):
     small = queries(client, url)
     grow(400)
     assert queries(client, url) == small
+
+
+def test_no_template_comment_spans_lines():
+    """Django's {# #} is one line only: a comment that spans lines is printed on the page, as
+    one once was on every run page. Multi-line notes use {% comment %}."""
+    from tests.conftest import REPO
+
+    offenders = []
+    for path in REPO.glob("*/templates/**/*.html"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for start in [m.start() for m in re.finditer(r"\{#", line)]:
+                if "#}" not in line[start:]:
+                    offenders.append(f"{path.relative_to(REPO)}:{number}")
+    assert offenders == []
+
+
+def test_run_page_shows_no_template_syntax(client, example_run):
+    from tests.factories_community import AttestationFactory
+
+    AttestationFactory(run=example_run, author=_user("dana"), state="approved")
+    text = text_of(client.get(example_run.get_absolute_url()))
+    assert "Replications and notes" in text
+    for syntax in ("{#", "#}", "{%", "%}", "{{", "}}"):
+        assert syntax not in text, syntax
+
+
+def _user(name):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(name, f"{name}@example.org", "x-password-123")
+
+
+@pytest.mark.django_db
+def test_favicon_for_pages_that_name_none(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == "/static/favicon.svg"
+
+
+@pytest.mark.django_db
+def test_admin_names_the_site(client):
+    from tests.factories_community import make_staff
+
+    client.force_login(make_staff("maintainer"))
+    html = client.get("/admin/").content.decode()
+    assert "KernelIndex administration" in html and "Django administration" not in html
+
+
+@pytest.mark.django_db
+@override_settings(DEBUG=False)
+def test_500_page_is_the_sites_own(rf):
+    from django.views.defaults import server_error
+
+    response = server_error(rf.get("/"))
+    assert response.status_code == 500
+    html = response.content.decode()
+    assert "Something went wrong on our side" in html and "/static/css/site.css" in html
+
+
+@pytest.mark.django_db
+@override_settings(DEBUG=True)
+def test_debug_error_pages_are_not_blocked_by_the_csp(client):
+    """Under DEBUG the 404 is Django's technical page, styled inline: the CSP would leave it
+    unstyled. The site's own pages keep the policy."""
+    response = client.get("/runs/deadbeef/")
+    assert response.status_code == 404 and "Content-Security-Policy" not in response
+    assert "Content-Security-Policy" in client.get("/")
+
+
+def test_source_page_names_the_upstream_file_not_the_local_path(client, liger_bench):
+    html = client.get("/sources/liger-kernel-bench/").content.decode()
+    assert str(REPO_DATA) not in html and "/work/" not in html
+    assert (
+        '<a href="https://github.com/linkedin/Liger-Kernel/blob/main/benchmark/data/'
+        'all_benchmark_data.csv" rel="external"><code class="wrap">all_benchmark_data.csv</code>'
+    ) in html
+
+
+def test_download_json_is_a_download(client, example_run):
+    html = client.get(example_run.get_absolute_url()).content.decode()
+    assert f'download="kernelindex-{example_run.public_id}.json">Download JSON</a>' in html
+
+
+def test_readme_names_the_example_run_and_how_to_change_the_port(example_run, capsys):
+    from django.core.management import call_command
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    assert f"/runs/{example_run.public_id}/" in readme
+    assert "manage.py demo 8080" in readme
+    with pytest.raises(SystemExit):
+        call_command("demo", "--help")
+    assert "0.0.0.0:8080" in capsys.readouterr().out

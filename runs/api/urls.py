@@ -6,6 +6,7 @@ from runs.api import views
 app_name = "api"
 
 urlpatterns = [
+    path("", views.api_root, name="root"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", views.docs, name="docs"),
     path("runs/", views.RunList.as_view(), name="runs"),

@@ -7,6 +7,7 @@ import base64
 import binascii
 import csv
 import json
+import re
 from collections.abc import Iterator
 from urllib import parse
 
@@ -82,8 +83,10 @@ class StrictCursorPagination(CursorPagination):
             raise bad from None
 
 
+# A comment, not a docstring: the schema generator would publish a mixin's docstring as the
+# description of every endpoint that has none of its own.
 class StrictQueryMixin:
-    """Reject query parameters the endpoint does not know."""
+    # Reject query parameters the endpoint does not know.
 
     extra_params: set[str] = set()
 
@@ -110,7 +113,7 @@ def _runs():
 
 
 class AttachCatalogueMixin:
-    """Attach the shared catalogue rows to the runs about to be serialised."""
+    # Attach the shared catalogue rows to the runs about to be serialised.
 
     def get_serializer(self, *args, **kwargs):
         if args:
@@ -119,6 +122,10 @@ class AttachCatalogueMixin:
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="List current runs",
+    description="Current runs, newest import first. Filter with the same parameters as the /runs/ page (benchmark, implementation, gpu, timed_pass, metric, dtype, source, evidence, q) and sort with ordering. Follow the next link for the following page.",
+)
 class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     """Current runs, newest import first; filter with the same parameters as /runs/."""
 
@@ -131,6 +138,10 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="Get one run",
+    description="One current run by its 8-character public id (as in /runs/<id>/), with its workload, implementation, protocol, environment, medians and evidence level.",
+)
 class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.RunDetailSerializer
     lookup_field = "public_id"
@@ -140,6 +151,10 @@ class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="Find a run by its upstream id",
+    description="The current run that a source published under an external id, e.g. source=liger-kernel-bench and the CSV row's id.",
+)
 class RunLookup(StrictQueryMixin, APIView):
     """Find a run by its source and upstream external id."""
 
@@ -166,6 +181,10 @@ class RunLookup(StrictQueryMixin, APIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="List benchmarks",
+    description="Every benchmark (kernel) with the number of current runs.",
+)
 class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = s.BenchmarkSerializer
     pagination_class = StrictCursorPagination
@@ -176,6 +195,10 @@ class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="Get one benchmark",
+    description="One benchmark by its upstream name, with the number of current runs.",
+)
 class BenchmarkDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.BenchmarkSerializer
     lookup_field = "slug"
@@ -213,6 +236,10 @@ class GroupFilterMixin:
         OpenApiParameter("metric", str),
     ]
 )
+@extend_schema(
+    summary="List comparison groups",
+    description="Comparison groups: runs of one benchmark, timed pass, metric, workload, GPU and protocol family in one publication, ranked against each other. Filter by benchmark, timed_pass and metric.",
+)
 class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
     """Comparison groups; each one's ranked runs are at its detail URL."""
 
@@ -222,6 +249,10 @@ class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="Get a comparison group with its ranked runs",
+    description="One comparison group by the 64 hex digits of its key, with its runs in rank order.",
+)
 class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.GroupDetailSerializer
     filter_backends: list = []
@@ -243,6 +274,10 @@ class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="List sources",
+    description="The upstream projects whose published results are imported, with their licenses.",
+)
 class SourceList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = s.SourceSerializer
     queryset = Source.objects.order_by("slug")
@@ -251,6 +286,9 @@ class SourceList(StrictQueryMixin, generics.ListAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="Get one source", description="One source by its slug, e.g. liger-kernel-bench."
+)
 class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.SourceSerializer
     queryset = Source.objects.all()
@@ -259,6 +297,10 @@ class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="List environments",
+    description="Hardware and software environments (GPU, driver, CUDA, PyTorch) that runs were measured in.",
+)
 class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = s.EnvironmentSerializer
     queryset = Environment.objects.select_related("gpu")
@@ -267,6 +309,9 @@ class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
 
 
 @method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="Get one environment", description="One environment by the 64 hex digits of its digest."
+)
 class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.EnvironmentSerializer
     filter_backends: list = []
@@ -378,21 +423,113 @@ def export_jsonl(request: HttpRequest):
 _schema_cache: dict = {}
 
 
+def _schema() -> dict:
+    if "schema" not in _schema_cache:
+        _schema_cache["schema"] = SchemaGenerator().get_schema(request=None, public=True)
+    return _schema_cache["schema"]
+
+
+@require_safe
+def api_root(request: HttpRequest) -> JsonResponse:
+    """The API's front door: every endpoint with its methods and one-line summary, read from
+    the OpenAPI schema, so an endpoint another app mounts under /api/v1/ is listed too."""
+    endpoints = [
+        {
+            "path": path,
+            "url": request.build_absolute_uri(path) if "{" not in path else None,
+            "methods": sorted(m.upper() for m in methods),
+            "summary": next(
+                (op.get("summary", "") for op in methods.values() if op.get("summary")), ""
+            ),
+        }
+        for path, methods in _schema()["paths"].items()
+    ]
+    return JsonResponse(
+        {
+            "name": "KernelIndex API",
+            "version": "1",
+            "docs": request.build_absolute_uri("/api/v1/docs/"),
+            "schema": request.build_absolute_uri("/api/v1/schema/"),
+            "endpoints": endpoints,
+        },
+        json_dumps_params={"indent": 2, "ensure_ascii": False},
+    )
+
+
+def _resolved(schema: dict, prop: dict) -> dict:
+    """A property with its $ref (or the $ref inside allOf/oneOf, as the generator writes a
+    nullable enum) replaced by the component it names; description and nullability kept."""
+    target = prop
+    for combinator in ("allOf", "oneOf", "anyOf"):
+        refs = [p for p in prop.get(combinator, []) if "$ref" in p]
+        if refs:
+            target = refs[0]
+            break
+    if "$ref" not in target:
+        return prop
+    component = schema["components"]["schemas"][target["$ref"].rsplit("/", 1)[-1]]
+    return {**component, **{k: v for k, v in prop.items() if k == "description"}}
+
+
+def _body(schema: dict, content: dict | None, *, read: bool) -> dict:
+    """A request or response body for the docs page: its fields (those a client sends, or
+    those it receives) and its examples, with $refs resolved."""
+    if not content:
+        return {"fields": [], "examples": [], "many": False}
+    media = content.get("application/json") or next(iter(content.values()))
+    body = media.get("schema", {})
+    many = body.get("type") == "array"
+    if many:
+        body = body.get("items", {})
+    if "$ref" in body:
+        body = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
+    required = set(body.get("required", []))
+    fields = []
+    for name, prop in body.get("properties", {}).items():
+        if not read and prop.get("readOnly"):
+            continue
+        prop = _resolved(schema, prop)
+        kind = prop.get("type") or ("string" if "enum" in prop else "object")
+        if prop.get("format"):
+            kind += f" ({prop['format']})"
+        fields.append(
+            {
+                "name": name,
+                "type": kind,
+                "enum": prop.get("enum"),
+                "required": name in required and not read,
+                "description": prop.get("description", ""),
+            }
+        )
+    examples = [
+        {"name": e.get("summary", name), "json": json.dumps(e.get("value"), indent=2)}
+        for name, e in media.get("examples", {}).items()
+    ]
+    return {"fields": fields, "examples": examples, "many": many}
+
+
 @require_safe
 def docs(request: HttpRequest):
     """A self-contained reference rendered from the OpenAPI schema: no external assets."""
-    if "schema" not in _schema_cache:
-        _schema_cache["schema"] = SchemaGenerator().get_schema(request=None, public=True)
-    schema = _schema_cache["schema"]
+    schema = _schema()
     operations = []
     for path, methods in schema["paths"].items():
         for method, op in methods.items():
+            responses = [
+                {"status": code, "description": r.get("description", ""),
+                 **_body(schema, r.get("content"), read=True)}
+                for code, r in op.get("responses", {}).items()
+            ]  # fmt: skip
             operations.append(
                 {
                     "method": method.upper(),
                     "path": path,
-                    "summary": op.get("description", "").strip().split("\n")[0],
+                    "anchor": re.sub(r"[^a-z0-9]+", "-", f"{method} {path}".lower()).strip("-"),
+                    "summary": op.get("summary", ""),
+                    "description": op.get("description", ""),
                     "parameters": op.get("parameters", []),
+                    "request": _body(schema, op.get("requestBody", {}).get("content"), read=False),
+                    "responses": responses,
                 }
             )
     return render(request, "runs/api_docs.html", {"schema": schema, "operations": operations})

@@ -44,12 +44,16 @@ def test_run_page_compare_and_benchmark_plots(live_server, browser_page, artifac
 
     page.goto(f"{live_server.url}/benchmarks/llama4_rope/")
     charts = page.locator("figure.panel svg.line-chart")
-    assert charts.count() >= 3
+    assert charts.count() == 1  # one plot at a time, chosen by links
     implementations = set(
         Run.objects.public()
         .filter(benchmark__slug="llama4_rope")
         .values_list("implementation__display_name", flat=True)
     )
+    page.get_by_role("link", name="Backward", exact=True).click()
+    page.wait_for_load_state()
+    assert "pass=backward" in page.url
+    assert "backward pass" in page.locator("figure.panel h3").inner_text()
     for i in range(charts.count()):
         chart = charts.nth(i)
         series = chart.locator("g.series")

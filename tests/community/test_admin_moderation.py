@@ -70,20 +70,24 @@ def _action(admin_client, action, items, **extra):
 
 
 @pytest.mark.parametrize(
-    "action, state, reason", [("approve", "approved", ""), ("reject", "rejected", "no source"),
-                              ("hide", "hidden", "spam")]
+    "action, state, reason, asks, reports",
+    [("approve", "approved", "", "Approve: add a note (optional)", "Approved 2 items."),
+     ("reject", "rejected", "no source", "Reject: give a reason", "Rejected 2 items."),
+     ("hide", "hidden", "spam", "Hide: give a reason", "Hid 2 items.")],
 )  # fmt: skip
 def test_bulk_moderation_with_intermediate_page(
-    admin_client, run, owner, staff, action, state, reason
+    admin_client, run, owner, staff, action, state, reason, asks, reports
 ):
     items = AttestationFactory.create_batch(2, run=run, author=owner)
     page = _action(admin_client, action, items)
     assert page.status_code == 200
-    assert "give a reason" in page.content.decode()
+    # The page asks for what this action needs: a reason is optional only when approving.
+    assert asks in page.content.decode()
     assert set(Attestation.objects.values_list("state", flat=True)) == {"pending"}
 
     done = _action(admin_client, action, items, apply="1", reason=reason)
     assert done.status_code == 302
+    assert reports in admin_client.get(done["Location"]).content.decode()
     assert set(Attestation.objects.values_list("state", flat=True)) == {state}
     events = ModerationEvent.objects.filter(attestation__in=items)
     assert {(e.actor_id, e.to_state, e.reason) for e in events} == {(staff.pk, state, reason)}

@@ -14,7 +14,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--no-serve", action="store_true", help="load the data and stop")
-        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+        parser.add_argument(
+            "addrport",
+            nargs="?",
+            default="127.0.0.1:8000",
+            help="where to serve, as for runserver: a port (8080) or address:port "
+            "(0.0.0.0:8080); default 127.0.0.1:8000",
+        )
 
     def handle(self, *args, no_serve: bool, addrport: str, **options):
         call_command("migrate", interactive=False, verbosity=0)

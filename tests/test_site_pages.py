@@ -132,9 +132,9 @@ def test_favicon_for_pages_that_name_none(client):
 
 @pytest.mark.django_db
 def test_admin_names_the_site(client):
-    from tests.factories_community import make_staff
+    from tests.factories_community import login_staff, make_staff
 
-    client.force_login(make_staff("maintainer"))
+    login_staff(client, make_staff("maintainer"))
     html = client.get("/admin/").content.decode()
     assert "KernelIndex administration" in html and "Django administration" not in html
 

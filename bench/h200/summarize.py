@@ -91,7 +91,7 @@ def main(folder: Path) -> None:
         ours = m.get("median")
         others = repeats.get(name, [])
 
-        def fmt(v: float) -> str:
+        def fmt(v: float, latency: bool = latency) -> str:
             return _us(v) if latency else f"{v:.1f}"
 
         event = job.receipt.evidence_event

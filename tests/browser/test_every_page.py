@@ -25,7 +25,7 @@ from attestations.models import Attestation
 from runs.models import Run
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import LIGER_CI, LIGER_CSV
-from tests.factories_community import AttestationFactory, make_staff, verify_email
+from tests.factories_community import AttestationFactory, login_staff, make_staff, verify_email
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -122,7 +122,11 @@ def verify_email_user(name: str):
 
 def _logged_in(browser, live_server, user, width: int):
     client = Client()
-    client.force_login(user)
+    # Staff powers need a session that passed the second factor (force_login alone does not).
+    if user.is_staff:
+        login_staff(client, user)
+    else:
+        client.force_login(user)
     context = browser.new_context(viewport={"width": width, "height": 900})
     context.add_cookies(
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]

@@ -50,7 +50,7 @@ def test_public_id_is_derived_from_upstream_identity(liger_bench):
 
 def test_public_id_collision_takes_the_next_deterministic_id(tmp_path, monkeypatch):
     # Force every identity onto the same first choice; ids must stay unique and repeatable.
-    import runs.services as services
+    import runs.sources.pipeline as services
 
     real = services.public_id_for
     monkeypatch.setattr(

@@ -127,3 +127,18 @@ def evidence_badge(level: str) -> str:
 def svg(chart) -> str:
     """Charts are built by runs.charts, which escapes every text it places."""
     return mark_safe(chart)  # noqa: S308 - built from escaped parts in runs.charts
+
+
+@register.filter
+def primary_statistic(run) -> str:
+    """The statistic the run's value is (median for Liger, mean for KernelBench), from the
+    digested spec, so the label can never disagree with what the manifest says."""
+    spec = run.spec or {}
+    block = spec.get("timing") or spec.get("memory") or {}
+    return block.get("primaryStatistic", "median")
+
+
+@register.filter
+def other_statistics(run) -> dict:
+    """{statistic: value} of the run's other measurements (p20/p80, or std/min/max)."""
+    return {m.get("statistic"): m.get("value") for m in (run.spec or {}).get("measurements", [])}

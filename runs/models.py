@@ -186,6 +186,20 @@ class Publication(models.Model):
         return f"{self.source.slug}/{self.slug}"
 
 
+class LedgerQuerySet(models.QuerySet):
+    """The ledger is append-only at the QuerySet level too: bulk updates and deletes, which
+    bypass save() and delete(), are refused."""
+
+    def update(self, **kwargs):
+        raise ValueError("ImportRecord is append-only")
+
+    def bulk_update(self, *args, **kwargs):
+        raise ValueError("ImportRecord is append-only")
+
+    def delete(self):
+        raise ValueError("ImportRecord is append-only")
+
+
 class ImportRecord(models.Model):
     """The upstream ledger: one fetch of one upstream file, what came in, from where, and what
     it changed. Append-only, like EvidenceEvent: no save of an existing row, no delete.
@@ -221,8 +235,12 @@ class ImportRecord(models.Model):
     rewrite_of = models.ForeignKey(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="rewritten_by"
     )
-    revised_ids = models.JSONField(default=list, blank=True)
+    revised_ids = models.JSONField(
+        default=list, blank=True, help_text="[public id, new revision] of each run it revised"
+    )
     imported_at = models.DateTimeField(auto_now_add=True)
+
+    objects = LedgerQuerySet.as_manager()
 
     class Meta:
         ordering = ["-imported_at", "-id"]

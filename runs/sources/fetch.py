@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import http.client
 import re
@@ -16,14 +18,26 @@ DEFAULT_TIMEOUT = 60.0
 # An upstream file is a few MB at most; a bigger answer is not a result file.
 MAX_BYTES = 256 * 2**20
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# Sources read through read() without knowing who called them; a scheduled sync sets its
+# source's timeout here for the files it fetches.
+_timeout: contextvars.ContextVar[float] = contextvars.ContextVar("timeout", default=DEFAULT_TIMEOUT)
 
 
-def read(location: str, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[str, bytes]:
+@contextlib.contextmanager
+def timeout(seconds: float):
+    token = _timeout.set(seconds)
+    try:
+        yield
+    finally:
+        _timeout.reset(token)
+
+
+def read(location: str) -> tuple[str, bytes]:
     """(name, bytes) of a local path or an http(s) URL; IngestError when it cannot be read
     whole (missing, HTTP error, timeout, or fewer bytes than the server announced)."""
     parsed = urllib.parse.urlparse(location)
     if parsed.scheme in ("http", "https"):
-        return parsed.path, _download(location, timeout)
+        return parsed.path, _download(location, _timeout.get())
     if parsed.scheme not in ("", "file"):
         raise IngestError(location, [(0, "only local paths and http(s) URLs can be imported")])
     path = Path(parsed.path if parsed.scheme == "file" else location)

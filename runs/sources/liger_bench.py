@@ -28,7 +28,15 @@ def inputs(locations: list[str]) -> list[InputFile]:
     files = []
     for location in locations:
         name, data = fetch.read(location)
-        files.append(InputFile(location, data, Path(name).name))
+        files.append(
+            InputFile(
+                location,
+                data,
+                Path(name).name,
+                upstream_commit=fetch.commit_in(location),
+                upstream_blob=fetch.git_blob(data),
+            )
+        )
     return files
 
 

@@ -32,6 +32,7 @@ def _file(location: str, folder: str, data: bytes, sequence: int = 0) -> InputFi
         sequence,
         upstream_commit=commit,
         release=f"v{release}" if release else "",
+        upstream_blob=fetch.git_blob(data),
     )
 
 

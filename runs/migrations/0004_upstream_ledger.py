@@ -35,7 +35,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='importrecord',
             name='revised_ids',
-            field=models.JSONField(blank=True, default=list),
+            field=models.JSONField(
+                blank=True, default=list, help_text='[public id, new revision] of each run it revised'
+            ),
         ),
         migrations.AddField(
             model_name='importrecord',

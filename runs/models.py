@@ -380,6 +380,21 @@ class Run(models.Model):
         return reverse("runs:detail", args=[self.public_id])
 
 
+class DataVersion(models.Model):
+    """One row whose value moves with every write to a table public pages read.
+
+    Database triggers (runs.freshness.triggers_install, run after every migrate) bump it in the
+    same transaction as the write, whatever made it: save(), update(), bulk_create, COPY or raw
+    SQL. The page cache is keyed by it, so no write path can forget to retire cached pages.
+    """
+
+    value = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"data version {self.value}"
+
+
 # Evidence history.
 
 

@@ -23,7 +23,8 @@ from django.core.cache import cache
 
 from runs.sources import fetch, source_module
 from runs.sources.base import IngestError, InputFile
-from runs.sources.pipeline import Resolver, ingest_file, ledger_append, source_ensure
+from runs.sources.ledger import ledger_append
+from runs.sources.pipeline import Resolver, ingest_file, source_ensure
 
 logger = logging.getLogger(__name__)
 

@@ -29,15 +29,19 @@ def _workload(benchmark: str, params: dict, frozen: str) -> Doc:
     return Doc((benchmark, frozen), lambda: documents.workload_spec(benchmark, params)[:3])
 
 
-def records(item: InputFile, *, source_slug: str, ci: bool) -> list[Record]:
+def records(item: InputFile, *, ci: bool) -> list[Record]:
     rows = parse_liger_csv(item.data, item.location)
     prefix = f"{item.publication}/" if ci else ""
     name_prefix = "liger-ci" if ci else "liger"
     out: list[Record] = []
+    slugs: dict[str, str] = {}  # a file names a few hundred workloads in thousands of rows
     for row in rows:
         spec_gpu = catalogue.GPUS.get(row.gpu_name)
         gpu_slug = spec_gpu.slug if spec_gpu else row.gpu_name
-        workload_slug = catalogue.workload_slug(row.params)
+        frozen = _freeze(row.params)
+        if frozen not in slugs:
+            slugs[frozen] = catalogue.workload_slug(row.params)
+        workload_slug = slugs[frozen]
         row.external_id = liger_external_id(row, gpu_slug, workload_slug, prefix)
         labels = row.labels
         if ci:
@@ -58,7 +62,7 @@ def records(item: InputFile, *, source_slug: str, ci: bool) -> list[Record]:
                 measurements=[Measurement("p20", row.p20), Measurement("p80", row.p80)],
                 source_metrics=row.source_metrics,
                 params=row.params,
-                workload=_workload(row.benchmark, row.params, _freeze(row.params)),
+                workload=_workload(row.benchmark, row.params, frozen),
                 provider=row.provider,
                 revision=_revision(row, item, ci),
                 protocol=_protocol(row.timed_pass, row.metric),

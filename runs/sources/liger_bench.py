@@ -41,4 +41,4 @@ def inputs(locations: list[str]) -> list[InputFile]:
 
 
 def records(item: InputFile) -> list[Record]:
-    return liger.records(item, source_slug=SLUG, ci=False)
+    return liger.records(item, ci=False)

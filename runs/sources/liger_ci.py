@@ -74,4 +74,4 @@ def _root(path: Path) -> list[InputFile]:
 
 
 def records(item: InputFile) -> list[Record]:
-    return liger.records(item, source_slug=SLUG, ci=True)
+    return liger.records(item, ci=True)

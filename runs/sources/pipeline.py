@@ -230,12 +230,17 @@ class Resolver:
         )
 
     def keys(self, cell: dict, publication_key: str) -> tuple[str, str]:
-        """(cell key, comparison key): digests of the cell, and of the cell in a publication."""
-        frozen = ("keys", _freeze(cell), publication_key)
-        if frozen not in self.cache:
-            cell_key = sha256_digest(cell)
-            self.cache[frozen] = (cell_key, sha256_digest({**cell, "publication": publication_key}))
-        return self.cache[frozen]
+        """(cell key, comparison key): digests of the cell, and of the cell in a publication.
+        The cell key is shared by every publication of the cell (35 CI runs); the comparison
+        key is not, since ranks are computed inside one publication."""
+        frozen = _freeze(cell)
+        cell_key = self.cache.get(("cell", frozen))
+        if cell_key is None:
+            cell_key = self.cache[("cell", frozen)] = sha256_digest(cell)
+        group = ("group", frozen, publication_key)
+        if group not in self.cache:
+            self.cache[group] = sha256_digest({**cell, "publication": publication_key})
+        return cell_key, self.cache[group]
 
 
 def _freeze(d: dict) -> str:

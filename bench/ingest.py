@@ -66,10 +66,11 @@ def main() -> None:
     from django.core.management import call_command
 
     from runs.models import Run
-    from runs.services import ingest, inputs_for
+    from runs.services import ingest
+    from runs.sources import liger_ci
 
     call_command("migrate", verbosity=0)
-    files = [Path(item.location) for item in inputs_for("liger-kernel-ci", [str(CI_ROOT)])]
+    files = [Path(item.location) for item in liger_ci.inputs([str(CI_ROOT)])]
     copy_rows, copy_s = copy_floor(url, files)
 
     start = time.perf_counter()

@@ -293,6 +293,28 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(envint("KERNELINDEX_RERUN_SWEEP_EVERY", "60")),
     }
 }
+
+
+def sync_schedule(config: dict) -> dict:
+    """Beat entries of the scheduled upstream syncs: one per source with a location."""
+    return {
+        f"source-sync-{slug}": {
+            "task": "runs.tasks.source_sync",
+            "schedule": float(conf.get("every", 6 * 3600)),
+            "args": [slug],
+        }
+        for slug, conf in config.items()
+        if conf.get("locations")
+    }
+
+
+# Scheduled upstream sync, per source (none by default), e.g.
+# {"kernelbench": {"locations": ["https://raw.githubusercontent.com/.../<commit>/...json"],
+#  "every": 21600, "timeout": 60}}: fetched by runs.tasks.source_sync, recorded in the ledger.
+SOURCE_SYNC = json.loads(os.getenv("KERNELINDEX_SOURCE_SYNC", "{}") or "{}")
+# A sync holds its source's lock at most this long (a crashed worker's lock then expires).
+SOURCE_SYNC_LOCK_SECONDS = envint("KERNELINDEX_SOURCE_SYNC_LOCK", "3600")
+CELERY_BEAT_SCHEDULE.update(sync_schedule(SOURCE_SYNC))
 RERUN_QUEUE_PREFIX = os.getenv("KERNELINDEX_QUEUE_PREFIX", "")
 RERUN_MAX_ATTEMPTS = envint("KERNELINDEX_RERUN_MAX_ATTEMPTS", "3")
 RERUN_RETRY_BACKOFF = envint("KERNELINDEX_RERUN_RETRY_BACKOFF", "60")  # seconds, doubled each try

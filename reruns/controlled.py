@@ -1,6 +1,6 @@
-"""The two documents of a rerun: the job file a runner reads, and the controlled run a
-verified GPU result becomes (source `kernelindex`, its own environment, protocol,
-publication, comparison group and digests, built with the same canonical rules as imports).
+"""The source `kernelindex`: the job file a runner reads, and the record a verified GPU
+result becomes. Like every source it only builds a record; runs.sources.pipeline writes it
+(documents, comparison group, public id, rank) as it writes every upstream row.
 """
 
 from __future__ import annotations
@@ -10,19 +10,11 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from runs import catalogue, documents
-from runs.canonical import API_VERSION, document_digest, sha256_digest
-from runs.evidence import UNIT_SCALE, controlled_run_create
-from runs.models import (
-    ComparisonGroup,
-    Environment,
-    Protocol,
-    Publication,
-    Run,
-    Source,
-    Workload,
-)
-from runs.ranking import rank_publication
-from runs.services import gpu_ensure, implementation_ensure, public_id_for, workload_ensure
+from runs.canonical import API_VERSION
+from runs.evidence import UNIT_SCALE
+from runs.models import Run
+from runs.sources.base import Doc, InputFile, Measurement, Record
+from runs.sources.pipeline import publication_ensure, records_write, source_ensure
 
 API = API_VERSION
 SOURCE = {
@@ -99,20 +91,17 @@ def software_of(environment: dict) -> dict:
     return out
 
 
-def _get_or_create(model, kind: str, spec: dict, **defaults):
-    obj, _ = model.objects.get_or_create(
-        digest=document_digest(kind, spec), defaults={"spec": spec, **defaults}
-    )
-    return obj
-
-
-def _workload(run: Run, ran: dict | None) -> Workload:
+def _workload(run: Run, ran: dict | None) -> tuple[dict, Doc]:
     """The original workload when the runner ran exactly its parameters, else the one it ran."""
     params = run.workload.parameters
     if not isinstance(ran, dict) or all(ran.get(k) == v for k, v in params.items()):
-        return run.workload
+        workload = run.workload
+        return params, Doc(("digest", workload.digest), lambda: (workload.name, workload.label,
+                                                                 workload.spec))  # fmt: skip
     ran_params = {k: ran.get(k, v) for k, v in params.items()}
-    return workload_ensure(benchmark=run.benchmark, params=ran_params)
+    slug = run.benchmark.slug
+    return ran_params, Doc(("ran", slug, repr(sorted(ran_params.items()))),
+                           lambda: documents.workload_spec(slug, ran_params)[:3])  # fmt: skip
 
 
 def _value(measurement: dict, key: str, scale: float) -> int | None:
@@ -122,9 +111,8 @@ def _value(measurement: dict, key: str, scale: float) -> int | None:
     return None
 
 
-def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Run:
-    """Create the controlled run of a verified GPU result. Called inside result_record's
-    transaction; every document is get-or-create by digest, so equal environments are one."""
+def controlled_record(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Record:
+    """The record of a verified GPU result: the rerun measured the original run's cell."""
     original: Run = job.run
     measurement = payload.get("measurement") or {}
     environment = payload.get("environment") or {}
@@ -132,146 +120,82 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
     if unit not in UNIT_SCALE or not isinstance(measurement.get("median"), int | float):
         raise ValueError(f"the result has no median with a known unit (unit {unit!r})")
     scale = UNIT_SCALE[unit]
-    run_unit = "ns" if original.metric == "latency" else "B"
     timer = str(measurement.get("timer") or "unknown")
-
     finished = parse_datetime(payload["finishedAt"])
-    with transaction.atomic():
-        source, _ = Source.objects.get_or_create(
-            slug=SOURCE["slug"],
-            defaults={"name": SOURCE["name"], "description": SOURCE["description"],
-                      "homepage": settings.SITE_ROOT},
-        )  # fmt: skip
-        # One publication per GPU class and day: the reruns measured together are ranked
-        # together (liger beside huggingface on the same H200), as an upstream suite run is.
-        publication, _ = Publication.objects.get_or_create(
-            source=source, slug=f"{job.gpu_class}-{finished:%Y-%m-%d}"
-        )
-        gpu = gpu_ensure(gpu_spec)
-        env_name, env_title, env_spec = documents.controlled_environment_spec(
-            gpu_spec, software_of(environment)
-        )
-        env = _get_or_create(
-            Environment, "ExecutionEnvironment", env_spec, name=env_name, title=env_title, gpu=gpu
-        )
-        p_name, p_title, p_spec = documents.controlled_protocol_spec(
-            original.timed_pass, original.metric, timer
-        )
-        protocol = _get_or_create(
-            Protocol,
-            "BenchmarkProtocol",
-            p_spec,
-            name=p_name,
-            title=p_title,
-            family=documents.LIGER_FAMILY,
-            harness=p_spec["harness"]["name"],
-            timer=timer,
-            timed_pass=original.timed_pass,
-            metric=original.metric,
-        )
-        workload = _workload(original, (payload.get("workload") or {}).get("ran"))
-        impl_info = payload.get("implementation") or {}
-        revision = str(impl_info.get("usedRevision") or "unknown")
-        implementation = implementation_ensure(
-            provider_key=original.implementation.provider_key, revision=revision
-        )
-
-        median = _value(measurement, "median", scale)
-        p20 = _value(measurement, "p20", scale)
-        p80 = _value(measurement, "p80", scale)
-        passed = bool((payload.get("correctness") or {}).get("passed"))
-        external_id = f"rerun/{job.uuid}"
-        metric_key = "ms" if unit == "ms" else unit.lower()
-        spec = {
-            "status": "passed" if passed else "failed",
-            **(
-                {"timing": {"latencyNs": {"median": median}, "primaryStatistic": "median"}}
-                if original.metric == "latency"
-                else {"memory": {"peakBytes": {"median": median}, "primaryStatistic": "median"}}
-            ),
-            "observedAt": _iso(finished),
-            "measurements": [
-                {"unit": run_unit, "value": p20, "metric": original.metric, "statistic": "p20"},
-                {"unit": run_unit, "value": p80, "metric": original.metric, "statistic": "p80"},
-            ],
-            "sourceNative": {
-                "source": source.slug,
-                "metrics": {
-                    f"{metric_key}_20": measurement.get("p20"),
-                    f"{metric_key}_50": measurement.get("median"),
-                    f"{metric_key}_80": measurement.get("p80"),
-                },
-                "benchmark": f"{original.benchmark.slug}/{original.timed_pass}",
-                "externalId": external_id,
-            },
+    software = software_of(environment)
+    params, workload = _workload(original, (payload.get("workload") or {}).get("ran"))
+    passed = bool((payload.get("correctness") or {}).get("passed"))
+    external_id = f"rerun/{job.uuid}"
+    metric_key = "ms" if unit == "ms" else unit.lower()
+    labels = {"rerun_of": original.public_id, "gpu_class": job.gpu_class}
+    if software.get("liger_kernel"):
+        labels["liger_version"] = software["liger_kernel"]
+    return Record(
+        line=0,
+        external_id=external_id,
+        benchmark=original.benchmark.slug,
+        timed_pass=original.timed_pass,
+        metric=original.metric,
+        unit="ns" if original.metric == "latency" else "B",
+        value=_value(measurement, "median", scale),
+        statistic="median",
+        measurements=[
+            Measurement("p20", _value(measurement, "p20", scale)),
+            Measurement("p80", _value(measurement, "p80", scale)),
+        ],
+        source_metrics={
+            f"{metric_key}_20": measurement.get("p20"),
+            f"{metric_key}_50": measurement.get("median"),
+            f"{metric_key}_80": measurement.get("p80"),
+        },
+        params=params,
+        workload=workload,
+        provider=original.implementation.provider_key,
+        revision=str((payload.get("implementation") or {}).get("usedRevision") or "unknown"),
+        protocol=Doc(
+            ("controlled", original.timed_pass, original.metric, timer),
+            lambda: documents.controlled_protocol_spec(original.timed_pass, original.metric, timer),
+        ),
+        gpu_name=gpu_spec.upstream_name,
+        environment=Doc(
+            ("controlled", gpu_spec.upstream_name, repr(sorted(software.items()))),
+            lambda: documents.controlled_environment_spec(gpu_spec, software),
+        ),
+        observed_at=finished,
+        name=f"kernelindex-rerun-{original.public_id}-{str(job.uuid)[:8]}",
+        title=f"{original.title} · controlled rerun on {gpu_spec.upstream_name}",
+        labels=labels,
+        sweep_name=original.sweep_name,
+        sweep_value=original.sweep_value,
+        status="passed" if passed else "failed",
+        extra_spec={
             "controlledRerun": {
                 "job": str(job.uuid),
                 "of": {"publicId": original.public_id, "digest": original.digest},
                 "gpuClass": job.gpu_class,
                 "device": payload.get("device"),
-            },
-            "protocolDigest": protocol.digest,
-            "workloadDigest": workload.digest,
-            "environmentDigest": env.digest,
-            "implementationDigest": implementation.digest,
-        }
-        cell = {
-            "benchmark": original.benchmark.slug,
-            "pass": original.timed_pass,
-            "metric": original.metric,
-            "workloadDigest": workload.digest,
-            "environmentDigest": env.digest,
-            "family": protocol.family,
-            "sweep": original.sweep_name,
-        }
-        group, _ = ComparisonGroup.objects.get_or_create(
-            key=sha256_digest({**cell, "publication": f"{source.slug}/{publication.slug}"}),
-            defaults={
-                "cell_key": sha256_digest(cell),
-                "publication": publication,
-                "benchmark": original.benchmark,
-                "workload": workload,
-                "environment": env,
-                "timed_pass": original.timed_pass,
-                "metric": original.metric,
-                "family": protocol.family,
-                "sweep_name": original.sweep_name,
-            },
-        )
-        public_id, attempt = public_id_for(source.slug, external_id), 0
-        while Run.objects.filter(public_id=public_id).exists():
-            attempt += 1
-            public_id = public_id_for(source.slug, external_id, attempt)
-        labels = {"rerun_of": original.public_id, "gpu_class": job.gpu_class}
-        if liger_version := software_of(environment).get("liger_kernel"):
-            labels["liger_version"] = liger_version
-        run = controlled_run_create(
-            public_id=public_id,
+            }
+        },
+    )
+
+
+def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Run:
+    """Write the controlled run of a verified GPU result through the ingest pipeline. Called
+    inside result_record's transaction; every document is get-or-create by digest."""
+    record = controlled_record(job=job, payload=payload, gpu_spec=gpu_spec)
+    with transaction.atomic():
+        source = source_ensure(
+            SOURCE["slug"],
+            {"name": SOURCE["name"], "description": SOURCE["description"],
+             "homepage": settings.SITE_ROOT},
+        )  # fmt: skip
+        # One publication per GPU class and day: the reruns measured together are ranked
+        # together (liger beside huggingface on the same H200), as an upstream suite run is.
+        publication = publication_ensure(
             source=source,
-            publication=publication,
-            benchmark=original.benchmark,
-            implementation=implementation,
-            workload=workload,
-            protocol=protocol,
-            environment=env,
-            group=group,
-            timed_pass=original.timed_pass,
-            metric=original.metric,
-            unit=run_unit,
-            median=median,
-            p20=p20,
-            p80=p80,
-            source_metrics=spec["sourceNative"]["metrics"],
-            sweep_name=original.sweep_name,
-            sweep_value=original.sweep_value,
-            observed_at=finished,
-            status="passed" if passed else "failed",
-            labels=labels,
-            external_id=external_id,
-            name=f"kernelindex-rerun-{original.public_id}-{str(job.uuid)[:8]}",
-            title=f"{original.title} · controlled rerun on {gpu_spec.upstream_name}",
-            spec=spec,
-            digest=document_digest("BenchmarkRun", spec),
+            item=InputFile("", b"", f"{job.gpu_class}-{record.observed_at:%Y-%m-%d}"),
         )
-        rank_publication(publication)
-    return run
+        report = records_write(
+            source=source, publication=publication, records=[record], controlled=True
+        )
+    return report.runs[0]

@@ -14,8 +14,9 @@ import os
 import re
 from typing import Any
 
-import rfc8785
 from django.conf import settings
+
+from kirunner.canonical import canonicalize
 
 ALG = "HMAC-SHA256"
 _HEX_KEY = re.compile(r"^(?:[0-9a-fA-F]{2}){16,}$")
@@ -45,7 +46,7 @@ def server_key(key_id: str) -> bytes | None:
 
 
 def canonical(payload: Any) -> bytes:
-    return rfc8785.dumps(payload)
+    return canonicalize(payload)
 
 
 def payload_digest(payload: Any) -> str:

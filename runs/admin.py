@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from runs.models import EvidenceEvent, Run
+from runs.models import EvidenceEvent, ImportRecord, Run
 
 
 @admin.register(Run)
@@ -35,6 +35,24 @@ class EvidenceEventAdmin(admin.ModelAdmin):
 
     list_display = ["run", "from_level", "to_level", "outcome", "cause", "created_at"]
     list_filter = ["to_level", "outcome"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ImportRecord)
+class ImportRecordAdmin(admin.ModelAdmin):
+    """The upstream ledger: append-only, viewable, never editable."""
+
+    list_display = ["imported_at", "source", "publication", "location", "outcome", "trigger"]
+    list_filter = ["source", "outcome", "trigger"]
+    list_select_related = ["source", "publication"]
 
     def has_add_permission(self, request):
         return False

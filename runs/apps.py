@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_migrate, post_save
 
 
 class RunsConfig(AppConfig):
@@ -14,6 +14,11 @@ class RunsConfig(AppConfig):
         # cache bump, not work: nothing is enqueued here.
         post_save.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_saved")
         post_delete.connect(freshness.on_saved, weak=False, dispatch_uid="runs.public_data_deleted")
+        # Writes that send no signal (update(), bulk_create, COPY, raw SQL) move the data
+        # version through database triggers, installed on every public table after migrate.
+        post_migrate.connect(
+            freshness.triggers_install, sender=self, dispatch_uid="runs.data_version_triggers"
+        )
 
         from django.urls import register_converter
 

@@ -8,38 +8,16 @@ digested, so titles can be reworded without changing what a digest pins.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
-import rfc8785
+from kirunner.canonical import canonicalize
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 
 
 def canonical_json(value: Any) -> bytes:
-    """RFC 8785 bytes. The C JSON encoder gives the same bytes whenever every key is ASCII and
-    every float prints in plain decimal under both Python and ECMAScript rules; that covers
-    nearly every manifest and is many times faster than the pure-Python canonicaliser, which
-    handles the rest (exponents, integral floats, non-ASCII keys)."""
-    if _plain(value):
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode()
-    return rfc8785.dumps(value)
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, dict):
-        return all(k.isascii() and _plain(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    if isinstance(value, float):
-        # Python switches to exponent form below 1e-4 and from 1e16, ECMAScript below 1e-6
-        # and from 1e21; Python also writes 4096.0 where ECMAScript writes 4096.
-        return (1e-4 <= abs(value) < 1e16) and not value.is_integer()
-    if isinstance(value, int) and not isinstance(value, bool):
-        return abs(value) < 2**53
-    return isinstance(value, str | bool) or value is None
+    """RFC 8785 bytes, by the one implementation server and runner share."""
+    return canonicalize(value)
 
 
 def sha256_digest(value: Any) -> str:

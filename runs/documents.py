@@ -10,7 +10,6 @@ import functools
 from datetime import datetime
 
 from runs import catalogue
-from runs.parsers import ParsedRow
 
 LIGER_REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
 LIGER_FAMILY = "liger_kernel_bench"
@@ -92,45 +91,9 @@ def implementation_spec(provider_key: str, revision: str) -> tuple[str, str, dic
 
 
 @functools.lru_cache(maxsize=4096)
-def _iso_utc(moment: datetime) -> str:
+def iso_utc(moment: datetime) -> str:
     """2025-08-07T21:42:12.000Z: UTC, milliseconds, as the example manifest writes it."""
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def run_spec(
-    row: ParsedRow,
-    *,
-    source_slug: str,
-    protocol_digest: str,
-    workload_digest: str,
-    environment_digest: str,
-    implementation_digest: str,
-) -> dict:
-    if row.metric == "latency":
-        primary = {"timing": {"latencyNs": {"median": row.median}, "primaryStatistic": "median"}}
-        metric, unit = "latency", "ns"
-    else:
-        primary = {"memory": {"peakBytes": {"median": row.median}, "primaryStatistic": "median"}}
-        metric, unit = "memory", "B"
-    return {
-        "status": "passed",
-        **primary,
-        "observedAt": _iso_utc(row.observed_at),
-        "measurements": [
-            {"unit": unit, "value": row.p20, "metric": metric, "statistic": "p20"},
-            {"unit": unit, "value": row.p80, "metric": metric, "statistic": "p80"},
-        ],
-        "sourceNative": {
-            "source": source_slug,
-            "metrics": row.source_metrics,
-            "benchmark": f"{row.benchmark}/{row.timed_pass}",
-            "externalId": row.external_id,
-        },
-        "protocolDigest": protocol_digest,
-        "workloadDigest": workload_digest,
-        "environmentDigest": environment_digest,
-        "implementationDigest": implementation_digest,
-    }
 
 
 # Controlled reruns.

@@ -1,10 +1,11 @@
 """A cheap fingerprint of the public data, for ETags, Last-Modified and the page cache.
 
-The fingerprint is the number and time of the latest ImportRecord (every ingest writes one)
-plus a counter in the cache that other writes bump through `data_changed()`: evidence changes
-by controlled reruns and moderated attestations change pages without importing anything, so
-their services call it after commit. Cached pages are keyed by the fingerprint, so a change
-makes every old entry unreachable instead of having to find and delete it.
+The fingerprint is the DataVersion row, which database triggers on every public table bump in
+the same transaction as any write (save, update(), bulk_create, COPY, raw SQL): no write path
+can forget it, and the new version becomes visible exactly when the write commits. A counter in
+the cache (`data_changed()`, also called on every model save) is folded in as well, for writes
+outside the database. Cached pages are keyed by the fingerprint, so a change makes every old
+entry unreachable instead of having to find and delete it.
 
 The fingerprint is remembered in the process for FINGERPRINT_TTL seconds (a second or two), so
 a burst of requests costs one query; a change shows up at most that long after it commits.
@@ -18,17 +19,17 @@ import time
 from datetime import datetime
 from functools import wraps
 
+from django.apps import apps
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
-from django.db.models import Count, Max
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
 from django.utils.http import http_date
 from django.utils.text import compress_string
 
-from runs.models import ImportRecord
+from runs.models import DataVersion
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,66 @@ def _bump() -> None:
 
 
 # Apps whose rows appear on public pages. Runs may not import the others (imports run one way),
-# so they are named here. Bulk writes (bulk_create, update()) send no signal: ingest is covered
-# by the ImportRecord it saves, and any other bulk writer calls data_changed() itself.
+# so they are named here; every table of theirs gets the triggers, less the private ones below.
 PUBLIC_DATA_APPS = frozenset({"runs", "attestations", "reruns"})
+# Tables no public page reads that change on every request (a token's last use): bumping the
+# version for them would only empty the cache.
+PRIVATE_MODELS = frozenset({"attestations.apitoken", "runs.dataversion"})
+TRIGGER = "kernelindex_data_changed"
+
+
+def public_tables() -> list[str]:
+    """Every table of the public apps (many-to-many tables too), less the private ones."""
+    tables = set()
+    for label in PUBLIC_DATA_APPS:
+        if not apps.is_installed(label):
+            continue
+        for model in apps.get_app_config(label).get_models(include_auto_created=True):
+            meta = model._meta
+            if meta.managed and not meta.proxy and meta.label_lower not in PRIVATE_MODELS:
+                tables.add(meta.db_table)
+    return sorted(tables)
+
+
+def triggers_install(using: str = "default", **kwargs) -> None:
+    """(Re)create the triggers that bump DataVersion on any write to a public table. Run after
+    every migrate (post_migrate), so a table added by any app's migration is covered."""
+    connection = connections[using]
+    version = connection.ops.quote_name(DataVersion._meta.db_table)
+    existing = set(connection.introspection.table_names())
+    if DataVersion._meta.db_table not in existing:
+        return
+    now = "now()" if connection.vendor == "postgresql" else "strftime('%Y-%m-%d %H:%M:%f','now')"
+    # Insert-or-ignore, then update: the row may have been truncated away (test flushes).
+    bump = (
+        f"INSERT INTO {version} (id, value, changed_at) VALUES (1, 0, {now}) "
+        f"ON CONFLICT (id) DO NOTHING; "
+        f"UPDATE {version} SET value = value + 1, changed_at = {now} WHERE id = 1;"
+    )
+    tables = [t for t in public_tables() if t in existing]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"CREATE OR REPLACE FUNCTION {TRIGGER}() RETURNS trigger LANGUAGE plpgsql "
+                f"AS $$ BEGIN {bump} RETURN NULL; END $$"
+            )
+            for table in tables:
+                quoted = connection.ops.quote_name(table)
+                cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER} ON {quoted}")
+                # Per statement: a COPY of 2,000 runs bumps once, not 2,000 times.
+                cursor.execute(
+                    f"CREATE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE "
+                    f"ON {quoted} FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}()"
+                )
+        elif connection.vendor == "sqlite":
+            for table in tables:
+                for op in ("INSERT", "UPDATE", "DELETE"):
+                    name = connection.ops.quote_name(f"{TRIGGER}_{table}_{op.lower()}")
+                    cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+                    cursor.execute(
+                        f"CREATE TRIGGER {name} AFTER {op} ON {connection.ops.quote_name(table)} "
+                        f"BEGIN {bump} END"
+                    )
 
 
 def on_saved(sender, **kwargs) -> None:
@@ -75,13 +133,15 @@ def data_fingerprint() -> tuple[str, datetime | None]:
     now = time.monotonic()
     if _memo["value"] is not None and now - _memo["at"] < ttl:
         return _memo["value"]
-    agg = ImportRecord.objects.aggregate(last=Max("imported_at"), n=Count("id"))
+    data, last = DataVersion.objects.filter(pk=1).values_list("value", "changed_at").first() or (
+        0,
+        None,
+    )
     version = _cache_call(cache.get, VERSION_KEY, 0)
     # Without the version counter a change cannot retire cached pages: cache nothing meanwhile.
     # Nor while the cache serves from one process's memory (Redis down, kernelindex/cache.py).
     _memo["cache_ok"] = version is not None and not getattr(cache, "degraded", lambda: False)()
-    last = agg["last"]
-    value = (f"{agg['n']}.{last.timestamp() if last else 0:.6f}.{version}", last)
+    value = (f"{data}.{last.timestamp() if last else 0:.6f}.{version}", last)
     _memo.update(at=now, value=value)
     return value
 

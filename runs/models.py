@@ -186,24 +186,80 @@ class Publication(models.Model):
         return f"{self.source.slug}/{self.slug}"
 
 
+class LedgerQuerySet(models.QuerySet):
+    """The ledger is append-only at the QuerySet level too: bulk updates and deletes, which
+    bypass save() and delete(), are refused."""
+
+    def update(self, **kwargs):
+        raise ValueError("ImportRecord is append-only")
+
+    def bulk_update(self, *args, **kwargs):
+        raise ValueError("ImportRecord is append-only")
+
+    def delete(self):
+        raise ValueError("ImportRecord is append-only")
+
+
 class ImportRecord(models.Model):
-    """One ingest of one file: what came in, from where, and what it changed."""
+    """The upstream ledger: one fetch of one upstream file, what came in, from where, and what
+    it changed. Append-only, like EvidenceEvent: no save of an existing row, no delete.
+
+    A file that comes back from the same upstream commit with other bytes is a silent rewrite
+    (`rewrite_of` names the entry it contradicts); `revised_ids` are the runs it revised, each
+    with its earlier revision kept. Failed fetches of a scheduled sync are entries too.
+    """
+
+    class Outcome(models.TextChoices):
+        CREATED = "created", "Created runs"
+        REVISED = "revised", "Revised runs"
+        UNCHANGED = "unchanged", "Unchanged"
+        FAILED = "failed", "Failed"
+
+    APPLIED = (Outcome.CREATED, Outcome.REVISED, Outcome.UNCHANGED)
 
     source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="imports")
-    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="imports")
-    location = models.CharField(max_length=500)
-    sha256 = models.CharField(max_length=64)
+    publication = models.ForeignKey(
+        Publication, on_delete=models.PROTECT, related_name="imports", null=True, blank=True
+    )
+    location = models.CharField(max_length=500, help_text="URL or path the bytes came from")
+    upstream_commit = models.CharField(max_length=40, blank=True)
+    upstream_blob = models.CharField(max_length=40, blank=True, help_text="git blob id")
+    sha256 = models.CharField(max_length=64, blank=True)
     rows = models.PositiveIntegerField()
     created = models.PositiveIntegerField()
     revised = models.PositiveIntegerField()
     unchanged = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.CREATED)
+    trigger = models.CharField(max_length=16, default="command", help_text="command, sync, ...")
+    error = models.TextField(blank=True)
+    rewrite_of = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="rewritten_by"
+    )
+    revised_ids = models.JSONField(
+        default=list, blank=True, help_text="[public id, new revision] of each run it revised"
+    )
     imported_at = models.DateTimeField(auto_now_add=True)
 
+    objects = LedgerQuerySet.as_manager()
+
     class Meta:
-        ordering = ["-imported_at"]
+        ordering = ["-imported_at", "-id"]
+        indexes = [models.Index(fields=["source", "-imported_at"], name="import_source_time")]
 
     def __str__(self) -> str:
         return f"{self.location} at {self.imported_at:%Y-%m-%d %H:%M}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("ImportRecord is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("ImportRecord is append-only")
+
+    @property
+    def silent_rewrite(self) -> bool:
+        return self.rewrite_of_id is not None
 
 
 class ComparisonGroup(models.Model):
@@ -322,6 +378,21 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:detail", args=[self.public_id])
+
+
+class DataVersion(models.Model):
+    """One row whose value moves with every write to a table public pages read.
+
+    Database triggers (runs.freshness.triggers_install, run after every migrate) bump it in the
+    same transaction as the write, whatever made it: save(), update(), bulk_create, COPY or raw
+    SQL. The page cache is keyed by it, so no write path can forget to retire cached pages.
+    """
+
+    value = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"data version {self.value}"
 
 
 # Evidence history.

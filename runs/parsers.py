@@ -115,7 +115,17 @@ def parse_liger_csv(data: bytes, location: str) -> list[ParsedRow]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise IngestError(location, [(1, f"not UTF-8 text ({exc.reason})")]) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise IngestError(location, [(line, "a NUL byte: this is not a text CSV")])
     reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return _parse_liger_rows(reader, location)
+    except csv.Error as exc:  # a field over csv's limit (128 KiB): no result cell is that big
+        raise IngestError(location, [(reader.line_num, f"not a readable CSV row: {exc}")]) from None
+
+
+def _parse_liger_rows(reader, location: str) -> list[ParsedRow]:
     header = next(reader, None)
     if header is None:
         raise IngestError(location, [(1, "empty file")])

@@ -17,6 +17,7 @@ urlpatterns = [
     path("benchmarks/<upstream:slug>/", views.benchmark_detail, name="benchmark"),
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),
+    path("sources/<slug:slug>/ledger/", views.source_ledger, name="source-ledger"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
     path("feeds/runs.atom", LatestRunsFeed(), name="feed"),
 ]

@@ -168,7 +168,19 @@ def _ordered_params(params: dict) -> list[tuple[str, object]]:
 @require_safe
 @public_page
 def run_manifest_json(request: HttpRequest, public_id: str) -> JsonResponse:
+    """The current revision's manifest, or ?revision=N's (the ledger links both revisions of a
+    run that a silently rewritten upstream file revised)."""
     run = _current_run(public_id)
+    wanted = request.GET.get("revision", "")
+    if wanted:
+        if not wanted.isdigit() or len(wanted) > 5:
+            raise Http404("A revision is a whole number, like 1.")
+        if int(wanted) != run.revision:
+            run = get_object_or_404(
+                Run.objects.select_related("workload", "group"),
+                public_id=public_id,
+                revision=int(wanted),
+            )
     return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False})
 
 
@@ -332,6 +344,20 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "gpus": Gpu.objects.only("slug", "upstream_name"),
             "sources": Source.objects.only("slug", "name"),
         },
+    )
+
+
+@require_safe
+@public_page
+def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every fetch of the source's upstream files, newest first: the upstream ledger."""
+    source = get_object_or_404(Source, slug=slug)
+    entries = ImportRecord.objects.filter(source=source).select_related("publication", "rewrite_of")
+    page = Paginator(entries, 100).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "runs/source_ledger.html",
+        {"source": source, "page": page, "canonical": _canonical(request)},
     )
 
 

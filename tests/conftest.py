@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.getenv("KERNELINDEX_DATA", REPO / "data"))
 LIGER_CSV = DATA / "liger" / "all_benchmark_data.csv"
 LIGER_CI = DATA / "liger-ci"
+KERNELBENCH = DATA / "kernelbench"
 EXAMPLE_EXTERNAL_ID = (
     "llama4_rope/forward/huggingface/nvidia-h100-80gb-hbm3/"
     "hidden8192-kv_heads8-q_heads32-seq4096-bf16/2025-08-07-21-42-12"

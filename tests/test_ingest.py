@@ -7,6 +7,7 @@ from functools import partial
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.models import F
 
 from runs.models import ComparisonGroup, ImportRecord, Publication, Run
 from runs.parsers import IngestError
@@ -50,7 +51,7 @@ def test_public_id_is_derived_from_upstream_identity(liger_bench):
 
 def test_public_id_collision_takes_the_next_deterministic_id(tmp_path, monkeypatch):
     # Force every identity onto the same first choice; ids must stay unique and repeatable.
-    import runs.services as services
+    import runs.sources.pipeline as services
 
     real = services.public_id_for
     monkeypatch.setattr(
@@ -127,8 +128,10 @@ def test_ci_runs_rank_inside_each_run_and_share_cells(tmp_path):
     assert run.external_id.startswith("0a62700-v0.6.4/")
     assert run.labels["upstream_commit"] == "0a62700" and run.labels["release"] == "v0.6.4"
     assert run.implementation.revision == "0a62700"
-    # Groups never mix CI runs; the same cell across runs shares a cell key.
+    # Groups never mix CI runs; the same cell across runs shares a cell key. (A resolver shared
+    # by the files of one ingest once reused the first run's groups for the later ones.)
     assert not ComparisonGroup.objects.exclude(publication__in=Publication.objects.all()).exists()
+    assert not Run.objects.exclude(group__publication=F("publication")).exists()
     for group in ComparisonGroup.objects.filter(publication=release)[:50]:
         assert set(group.runs.values_list("publication_id", flat=True)) == {release.pk}
         ranks = sorted(group.runs.values_list("rank", flat=True))

@@ -45,6 +45,8 @@ class RunSerializer(serializers.ModelSerializer):
     source = serializers.CharField(source="source.slug")
     publication = serializers.CharField(source="publication.slug")
     comparison_key = serializers.CharField(source="group.key")
+    # What `median` holds: the source's primary statistic (KernelBench reports a mean).
+    statistic = serializers.CharField(source="protocol.primary_statistic")
 
     class Meta:
         model = Run
@@ -62,6 +64,7 @@ class RunSerializer(serializers.ModelSerializer):
             "metric",
             "unit",
             "median",
+            "statistic",
             "p20",
             "p80",
             "rank",

@@ -338,6 +338,7 @@ EXPORT_COLUMNS = [
     ("metric", "metric"),
     ("unit", "unit"),
     ("median", "median"),
+    ("statistic", "protocol__primary_statistic"),
     ("p20", "p20"),
     ("p80", "p80"),
     ("rank", "rank"),

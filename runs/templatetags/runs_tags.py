@@ -164,3 +164,18 @@ def verdict_facts(event, unit: str):
         "why": facts.get("why", ""),
         "host_dominated": facts.get("hostDominatedFactor"),
     }
+
+
+@register.filter
+def primary_statistic(run) -> str:
+    """The statistic the run's value is (median for Liger, mean for KernelBench), from the
+    digested spec, so the label can never disagree with what the manifest says."""
+    spec = run.spec or {}
+    block = spec.get("timing") or spec.get("memory") or {}
+    return block.get("primaryStatistic", "median")
+
+
+@register.filter
+def other_statistics(run) -> dict:
+    """{statistic: value} of the run's other measurements (p20/p80, or std/min/max)."""
+    return {m.get("statistic"): m.get("value") for m in (run.spec or {}).get("measurements", [])}

@@ -10,7 +10,7 @@ DATA = Path(settings.BASE_DIR) / "data"
 
 
 class Command(BaseCommand):
-    help = "Create the database, load both Liger sources (idempotent), and serve the site."
+    help = "Create the database, load every shipped source (idempotent), and serve the site."
 
     def add_arguments(self, parser):
         parser.add_argument("--no-serve", action="store_true", help="load the data and stop")
@@ -29,6 +29,7 @@ class Command(BaseCommand):
         )
         call_command("ingest", "liger-kernel-bench", str(DATA / "liger" / "all_benchmark_data.csv"))
         call_command("ingest", "liger-kernel-ci", str(DATA / "liger-ci"))
+        call_command("ingest", "kernelbench", str(DATA / "kernelbench"))
         # Controlled reruns: signed results kept under data/reruns/<batch>/.
         for batch in sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()):
             call_command("rerun", "load-demo", str(batch))

@@ -5,8 +5,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from runs.parsers import IngestError
 from runs.services import SOURCES, ingest
+from runs.sources.base import IngestError
 
 
 class Command(BaseCommand):

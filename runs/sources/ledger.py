@@ -1,0 +1,62 @@
+"""The upstream ledger: one append-only entry per fetch of an upstream file."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from runs.models import ImportRecord, Source
+from runs.sources.base import InputFile
+
+if TYPE_CHECKING:
+    from runs.sources.pipeline import IngestReport
+
+
+def ledger_append(
+    *, source: Source, publication, item: InputFile, report: IngestReport | None,
+    trigger: str, error: str = "",
+) -> ImportRecord:  # fmt: skip
+    """Append one fetch to the ledger. A file that comes back from the same upstream commit
+    with other bytes is a silent rewrite: upstream changed history without a new commit."""
+    sha = hashlib.sha256(item.data).hexdigest() if item.data else ""
+    rewrite_of = None
+    if item.upstream_commit and sha and not error:
+        rewrite_of = (
+            ImportRecord.objects.filter(
+                source=source,
+                publication=publication,
+                location=item.location[:500],
+                upstream_commit=item.upstream_commit,
+                outcome__in=ImportRecord.APPLIED,
+            )
+            .exclude(sha256=sha)
+            .order_by("-imported_at", "-id")
+            .first()
+        )
+    if error:
+        outcome = ImportRecord.Outcome.FAILED
+    elif report.created:
+        outcome = ImportRecord.Outcome.CREATED
+    elif report.revised:
+        outcome = ImportRecord.Outcome.REVISED
+    else:
+        outcome = ImportRecord.Outcome.UNCHANGED
+    return ImportRecord.objects.create(
+        source=source,
+        publication=publication,
+        location=item.location[:500],
+        upstream_commit=item.upstream_commit,
+        upstream_blob=item.upstream_blob,
+        sha256=sha,
+        rows=report.rows if report else 0,
+        created=report.created if report else 0,
+        revised=report.revised if report else 0,
+        unchanged=report.unchanged if report else 0,
+        revised_ids=[[r.public_id, r.revision] for r in report.runs if r.revision > 1][:5000]
+        if report
+        else [],
+        outcome=outcome,
+        rewrite_of=rewrite_of,
+        trigger=trigger,
+        error=error[:2000],
+    )

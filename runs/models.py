@@ -408,6 +408,16 @@ class EvidenceEventQuerySet(models.QuerySet):
             .first()
         )
 
+    def host_dominated_factors(self, run_ids) -> dict[int, float]:
+        """{run id: factor} for runs whose newest such event found the published median a
+        multiple of the GPU's device time (runs.evidence, "The source's host")."""
+        rows = (
+            self.filter(run_id__in=run_ids, facts__has_key="hostDominatedFactor")
+            .order_by("run_id", "created_at", "id")
+            .values_list("run_id", "facts__hostDominatedFactor")
+        )
+        return dict(rows)  # in time order, so the newest event of a run is the one kept
+
     def for_run(self, run) -> EvidenceEventQuerySet:
         return self.filter(run__public_id=run.public_id).select_related("controlled_run")
 

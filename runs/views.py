@@ -268,11 +268,21 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ]
     context = {"benchmark": benchmark, "latest": latest, "canonical": _canonical(request)}
     try:
-        context["view"] = benchmark_view(panels, request.GET)
+        context["view"] = view = benchmark_view(panels, request.GET)
     except BadChoice as exc:
         context["error"] = str(exc)
         return render(request, "runs/benchmark_detail.html", context, status=400)
+    _mark_host_dominated([r for _, cells in view.rows for r, _ in cells if r is not None])
     return render(request, "runs/benchmark_detail.html", context)
+
+
+def _mark_host_dominated(runs: list[Run]) -> None:
+    """Label the shown runs whose published figure a controlled rerun found host-dominated.
+    Only runs a rerun has judged can carry it, so most pages ask nothing."""
+    judged = [r.pk for r in runs if r.evidence not in (Evidence.REPORTED, Evidence.CONTROLLED)]
+    factors = EvidenceEvent.objects.host_dominated_factors(judged) if judged else {}
+    for run in runs:
+        run.host_dominated = factors.get(run.pk)
 
 
 @require_safe

@@ -154,3 +154,8 @@ def test_h200_batch_pages_say_why(db, client, tmp_path):
     assert "evidence-reproduced" in reproduced and "Tolerance" in reproduced
     assert "across upstream CI runs" in reproduced  # where the tolerance came from
     assert "the source's benchmark host dominated it" in dominated
+    # The benchmark page marks that number where it shows it.
+    query = "source=liger-kernel-ci&gpu=nvidia-h200&pass=backward&metric=latency"
+    response = client.get(f"/benchmarks/cross_entropy/?{query}")
+    assert response.status_code == 200, response.content.decode()[:2000]
+    assert "host-dominated (5.1× device time)" in response.content.decode()

@@ -524,8 +524,12 @@ def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_
     receipt = ResultReceipt.objects.create(
         **receipt_fields, controlled_run=controlled_run, evidence_event=event
     )
-    RerunJob.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=now, error="")
-    # An offline job was never claimed by a worker: its start is the runner's own.
+    # An offline job was never claimed by a worker: its start and end are the runner's own
+    # (checked by _stale against its issue time), not the moment the file was imported.
+    finished = (_parse_time(payload.get("finishedAt")) if job.offline else None) or now
+    RerunJob.objects.filter(pk=job.pk).update(
+        state=JobState.SUCCEEDED, finished_at=finished, error=""
+    )
     started = _parse_time(payload.get("startedAt"))
     if started is not None:
         RerunJob.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=started)

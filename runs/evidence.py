@@ -117,7 +117,7 @@ def tolerance_for(run: Run) -> Tolerance:
 
 
 def _us(ns: float) -> str:
-    return f"{ns / 1e3:.1f} us"
+    return f"{ns / 1e3:.1f} µs"
 
 
 def _number(value) -> bool:
@@ -244,14 +244,14 @@ def outcome_decide(
         if cls["kind"] == "host-bound":
             facts["why"] = (
                 f"host-bound on our runner: device time {_us(facts['deviceNs'])}, host enqueue "
-                f"{cls['hostEnqueueMs'] * 1e3:.1f} us; our do_bench figure timed the host, so "
+                f"{cls['hostEnqueueMs'] * 1e3:.1f} µs; our do_bench figure timed the host, so "
                 "it neither confirms nor refutes the published one"
             )
         else:
             facts["why"] = (
-                f"unexplained on our runner: do_bench {cls['doBenchMs'] * 1e3:.1f} us against "
+                f"unexplained on our runner: do_bench {cls['doBenchMs'] * 1e3:.1f} µs against "
                 f"a device time of {_us(facts['deviceNs'])}, with the host enqueuing a call in "
-                f"{cls['hostEnqueueMs'] * 1e3:.1f} us; a figure we cannot explain neither "
+                f"{cls['hostEnqueueMs'] * 1e3:.1f} µs; a figure we cannot explain neither "
                 "confirms nor refutes the published one"
             )
         return Outcome(Evidence.CHECKED, facts)

@@ -103,11 +103,11 @@ def test_rule_table(run):
     assert [(name, o.level) for name, o, _ in cases] == [(name, want) for name, _, want in cases]
     host_bound = cases[6][1].facts
     assert host_bound["classification"]["kind"] == "host-bound"
-    assert host_bound["why"].startswith("host-bound on our runner: device time 77.1 us")
+    assert host_bound["why"].startswith("host-bound on our runner: device time 77.1 µs")
     assert "faster than the GPU can run this call" in cases[7][1].facts["why"]
     # The published figure is five times the device time: the source's host dominated it.
     assert host_bound["hostDominatedFactor"] == 5.0
-    assert "H200 device time 385.5 us" in cases[2][1].facts["why"]
+    assert "H200 device time 385.5 µs" in cases[2][1].facts["why"]
 
 
 def test_no_verdict_cases(run):

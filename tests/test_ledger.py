@@ -52,9 +52,9 @@ def test_only_the_pipeline_writes_entries():
 
 
 def test_admin_shows_but_never_edits(entry, client):
-    from tests.factories_community import make_staff
+    from tests.factories_community import login_staff, make_staff
 
-    client.force_login(make_staff())
+    login_staff(client, make_staff())
     base = "/admin/runs/importrecord/"
     assert client.get(base).status_code == 200
     assert client.get(f"{base}add/").status_code == 403

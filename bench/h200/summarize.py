@@ -68,7 +68,7 @@ def main(folder: Path) -> None:
             .first()
         )
         if job is None or not hasattr(job, "receipt"):
-            print(f"| {name} | not loaded | | | | | | |")
+            print(f"| {name}: not loaded | | | | | | | |")
             continue
         run, payload = job.run, job.receipt.payload
         m = payload.get("measurement") or {}
@@ -97,7 +97,7 @@ def main(folder: Path) -> None:
         event = job.receipt.evidence_event
         facts = event.facts if event else {}
         cls = facts.get("classification") or {}
-        verdict = event.outcome if event else f"none: {job.error}"
+        verdict = event.outcome if event else job.error
         if cls.get("kind") == "device-bound" and facts.get("gpuProduct") == facts.get(
             "originalGpuProduct"
         ):
@@ -105,8 +105,12 @@ def main(folder: Path) -> None:
         if event and event.outcome == "not-reproduced":
             misses.append(f"{name}: {facts.get('why')}")
         tol = facts.get("tolerance")
+        label = (
+            f"{run.benchmark.slug} {run.timed_pass} {run.metric} {run.implementation.provider_key}"
+            f" {run.workload.slug} ({run.environment.gpu.upstream_name})"
+        )
         print(
-            f"| {name} | {fmt(published)} {unit}{spread} "
+            f"| {label} | {fmt(published)} {unit}{spread} "
             f"| {fmt(ours) if ours is not None else '–'}"
             f"{' (' + ', '.join(fmt(v) for v in others) + ')' if others else ''} "
             f"| {_us(cls.get('deviceMs'))} | {_us(cls.get('hostEnqueueMs'))} "

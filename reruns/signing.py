@@ -1,8 +1,8 @@
 """Verification of worker results: HMAC-SHA256 over the RFC 8785 bytes of `payload`.
 
-The key rule mirrors kirunner.sign.parse_key (tests/test_rerun_signing.py checks both agree):
-a secret of at least 32 hex digits is hex, anything else its UTF-8 bytes; "hex:" and "utf8:"
-prefixes say which outright. The server's keys come from KERNELINDEX_WORKER_KEYS
+The key rule is kirunner.sign's own (one rule for worker and server): a secret of at least 32
+hex digits is hex, anything else its UTF-8 bytes; "hex:" and "utf8:" prefixes say which
+outright. The server's keys come from KERNELINDEX_WORKER_KEYS
 ({"keyId": "secret", ...}); a worker signs with its own KERNELINDEX_WORKER_KEY[_ID].
 """
 
@@ -11,15 +11,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 from typing import Any
 
 from django.conf import settings
 
+from kirunner import sign as kirunner_sign
 from kirunner.canonical import canonicalize
 
 ALG = "HMAC-SHA256"
-_HEX_KEY = re.compile(r"^(?:[0-9a-fA-F]{2}){16,}$")
 
 
 class SigningError(ValueError):
@@ -27,17 +26,10 @@ class SigningError(ValueError):
 
 
 def parse_key(secret: str) -> bytes:
-    secret = secret.strip()
-    if secret.startswith("hex:"):
-        try:
-            return bytes.fromhex(secret[4:])
-        except ValueError as exc:
-            raise SigningError("key has a 'hex:' prefix but is not hex") from exc
-    if secret.startswith("utf8:"):
-        return secret[5:].encode("utf-8")
-    if _HEX_KEY.match(secret):
-        return bytes.fromhex(secret)
-    return secret.encode("utf-8")
+    try:
+        return kirunner_sign.parse_key(secret)
+    except kirunner_sign.SigningError as exc:
+        raise SigningError(str(exc)) from exc
 
 
 def server_key(key_id: str) -> bytes | None:

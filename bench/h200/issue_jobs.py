@@ -39,11 +39,9 @@ def runner_supports(run) -> bool:
     return run.implementation.provider_key in spec.providers
 
 
-def selected_all_h200():
-    from runs.models import Run
-
-    runs = Run.objects.public().with_related()
-    yield from runs.filter(
+def example_workload(runs):
+    """The example page's llama4_rope workload (H100 rows of liger-kernel-bench)."""
+    return runs.filter(
         source__slug="liger-kernel-bench",
         benchmark__slug="llama4_rope",
         sweep_name="seq",
@@ -51,6 +49,13 @@ def selected_all_h200():
         environment__gpu__upstream_name="NVIDIA H100 80GB HBM3",
         implementation__provider_key__in=["huggingface", "liger"],
     ).order_by("timed_pass", "metric", "implementation__provider_key")
+
+
+def selected_all_h200():
+    from runs.models import Run
+
+    runs = Run.objects.public().with_related()
+    yield from example_workload(runs)
     h200 = runs.filter(
         source__slug="liger-kernel-ci", environment__gpu__upstream_name="NVIDIA H200"
     )
@@ -65,15 +70,7 @@ def selected_first():
     from runs.models import Run
 
     runs = Run.objects.public().with_related()
-    example = runs.filter(
-        source__slug="liger-kernel-bench",
-        benchmark__slug="llama4_rope",
-        sweep_name="seq",
-        workload__parameters__seq=4096,
-        environment__gpu__upstream_name="NVIDIA H100 80GB HBM3",
-        implementation__provider_key__in=["huggingface", "liger"],
-    ).exclude(timed_pass="forward", metric="memory")
-    yield from example.order_by("timed_pass", "metric", "implementation__provider_key")
+    yield from example_workload(runs).exclude(timed_pass="forward", metric="memory")
 
     h200 = runs.filter(
         source__slug="liger-kernel-ci",

@@ -203,10 +203,13 @@ def outcome_decide(
             raise NoVerdict(f"the GPU clocks were throttled ({', '.join(throttle)})")
         spread = diagnostics.get("device") or {}
         if _number(spread.get("median")) and not diagnose.repeats_consistent(spread):
+            shown = ", ".join(
+                f"{name} {spread[name]:.4g} ms" if _number(spread.get(name)) else f"no {name}"
+                for name in ("p20", "median", "p80")
+            )
             raise NoVerdict(
                 "the device-time repeats disagree beyond their spread "
-                f"(p20 {spread.get('p20')} ms, p80 {spread.get('p80')} ms, median "
-                f"{spread.get('median')} ms; limit {diagnose.REPEAT_SPREAD_LIMIT:.0%})"
+                f"({shown}; limit {diagnose.REPEAT_SPREAD_LIMIT:.0%} of the median)"
             )
         cls = _latency_diagnostics(measurement)
         if cls is not None:

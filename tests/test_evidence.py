@@ -124,6 +124,10 @@ def test_no_verdict_cases(run):
     )
     with pytest.raises(NoVerdict, match="repeats disagree"):
         decide(run, measured(PUBLISHED_MS, device_ms=PUBLISHED_MS, spread=0.3))
+    without_spread = measured(PUBLISHED_MS, device_ms=PUBLISHED_MS)
+    del without_spread["diagnostics"]["device"]["p20"]
+    with pytest.raises(NoVerdict, match="no p20"):
+        decide(run, without_spread)
     memory_run = RunFactory(metric="memory", unit="B", median=64 * 2**20)
     reading = {"median": 64.0, "unit": "MiB", "details": {}}
     with pytest.raises(NoVerdict, match="held 32 MiB"):

@@ -154,7 +154,9 @@ def throttled(clocks: dict[str, Any] | None) -> list[str]:
     """The throttle reasons NVML reported before or after the measurement, in words."""
     found: list[str] = []
     for when in ("before", "after"):
-        reading = (clocks or {}).get(when) or {}
+        reading = (clocks or {}).get(when)
+        if not isinstance(reading, dict):
+            continue
         mask = reading.get("clockEventReasons")
         if not isinstance(mask, int):
             continue

@@ -198,7 +198,8 @@ def outcome_decide(
             )
     else:
         diagnostics = measurement.get("diagnostics") or {}
-        throttle = diagnose.throttled(diagnostics.get("clocks"))
+        clocks = diagnostics.get("clocks")
+        throttle = diagnose.throttled(clocks if isinstance(clocks, dict) else None)
         if throttle:
             raise NoVerdict(f"the GPU clocks were throttled ({', '.join(throttle)})")
         spread = diagnostics.get("device") or {}

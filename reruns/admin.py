@@ -12,6 +12,7 @@ from reruns.services import (
     rerun_dispatch,
     rerun_request,
 )
+from runs.admin import ReadOnlyAdmin
 from runs.models import Run
 
 
@@ -68,17 +69,6 @@ class RerunJobAdmin(admin.ModelAdmin):
     def send_again(self, request, queryset):
         sent = sum(rerun_dispatch(job=job) for job in queryset.filter(state=JobState.QUEUED))
         self.message_user(request, f"{sent} job(s) sent.")
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ResultReceipt)

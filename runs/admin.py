@@ -29,36 +29,32 @@ class RunAdmin(admin.ModelAdmin):
         return False
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records that only the services write: viewable in the admin, never added, edited or
+    deleted there."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(EvidenceEvent)
-class EvidenceEventAdmin(admin.ModelAdmin):
+class EvidenceEventAdmin(ReadOnlyAdmin):
     """Append-only history: viewable, never editable."""
 
     list_display = ["run", "from_level", "to_level", "outcome", "cause", "created_at"]
     list_filter = ["to_level", "outcome"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(ImportRecord)
-class ImportRecordAdmin(admin.ModelAdmin):
+class ImportRecordAdmin(ReadOnlyAdmin):
     """The upstream ledger: append-only, viewable, never editable."""
 
     list_display = ["imported_at", "source", "publication", "location", "outcome", "trigger"]
     list_filter = ["source", "outcome", "trigger"]
     list_select_related = ["source", "publication"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

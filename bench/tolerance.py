@@ -1,6 +1,6 @@
 """How far does the same cell move between upstream CI runs on the same GPU?
 
-Reads every data/liger-ci/<folder>/benchmark.csv with runs.parsers.parse_liger_csv (no
+Reads every data/liger-ci/<folder>/benchmark.csv with runs.sources.parsers.parse_liger_csv (no
 database), groups rows into cells (kernel, timed pass, metric, provider, workload parameters,
 GPU), takes each CI run's median of the cell (a cell measured twice in one CI run, by two
 sweeps sharing a point, counts once, at the median of the two), and measures every run's
@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runs.catalogue import workload_slug  # noqa: E402
-from runs.parsers import parse_liger_csv  # noqa: E402
+from runs.reference.catalogue import workload_slug  # noqa: E402
+from runs.sources.parsers import parse_liger_csv  # noqa: E402
 
 MIN_RUNS = 3
 QUANTILES = (50, 90, 95, 99)

@@ -5,7 +5,7 @@ write limits) and the page-cache version. An outage must never take a login or a
 every operation that cannot reach Redis is logged and served by a per-process memory store
 instead: rate limits keep counting per web process (stricter than failing open: an attacker
 gets at most the limit per process, not unlimited tries), and the page cache notices through
-`degraded()` and stores nothing meanwhile (runs/freshness.py). When Redis answers again, the
+`degraded()` and stores nothing meanwhile (runs/read/freshness.py). When Redis answers again, the
 next operation uses it; counters started during the outage stay behind in memory.
 """
 

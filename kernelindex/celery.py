@@ -15,7 +15,7 @@ import os
 from celery import Celery
 from kombu import Queue
 
-from runs.catalogue import GPUS
+from runs.reference.catalogue import GPUS
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
 

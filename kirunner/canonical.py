@@ -1,6 +1,6 @@
 """RFC 8785 (JCS) canonical JSON: the one rule behind every digest and signature.
 
-The server's manifest digests (runs.canonical), the runner's result signatures (kirunner.sign)
+The server's manifest digests (runs.manifest.canonical), the runner's result signatures (kirunner.sign)
 and the server's verification of them (reruns.signing) all call `canonicalize`, so the bytes
 cannot drift apart. The implementation is the maintained `rfc8785` package, a plain library
 with no dependencies, so the runner stays importable without Django.

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from runs import catalogue, documents
-from runs.canonical import API_VERSION
 from runs.evidence import UNIT_SCALE
+from runs.manifest import documents
+from runs.manifest.canonical import API_VERSION
 from runs.models import Run
+from runs.reference import catalogue
 from runs.sources.base import Doc, InputFile, Measurement, Record
 from runs.sources.pipeline import publication_ensure, records_write, source_ensure
 

@@ -32,9 +32,9 @@ from reruns.models import (
     ResultReceipt,
 )
 from reruns.result_schema import result_problem
-from runs import catalogue
 from runs.evidence import NoVerdict, evidence_apply, outcome_decide
 from runs.models import Run
+from runs.reference import catalogue
 
 log = logging.getLogger(__name__)
 

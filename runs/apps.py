@@ -7,7 +7,7 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
-        from runs import freshness  # models are loaded only once the registry is ready
+        from runs.read import freshness  # models are loaded only once the registry is ready
 
         # A saved import, evidence change or moderated attestation changes what public pages
         # show: a new data fingerprint retires every cached page and ETag at once. This is a
@@ -22,7 +22,7 @@ class RunsConfig(AppConfig):
 
         from django.urls import register_converter
 
-        from runs.converters import UpstreamNameConverter
+        from runs.pages.converters import UpstreamNameConverter
 
         # `<upstream:…>` in runs/urls.py and runs/api/urls.py: upstream names as path segments.
         register_converter(UpstreamNameConverter, "upstream")

@@ -335,7 +335,7 @@ class Run(models.Model):
         max_length=16, choices=Evidence.choices, default=Evidence.REPORTED, db_index=True
     )
 
-    # Written by the ranking query after every ingest (see runs.ranking), never by hand.
+    # Written by the ranking query after every ingest (see runs.sources.ranking), never by hand.
     rank = models.PositiveIntegerField(null=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -383,7 +383,7 @@ class Run(models.Model):
 class DataVersion(models.Model):
     """One row whose value moves with every write to a table public pages read.
 
-    Database triggers (runs.freshness.triggers_install, run after every migrate) bump it in the
+    Database triggers (runs.read.freshness.triggers_install, run after every migrate) bump it in the
     same transaction as the write, whatever made it: save(), update(), bulk_create, COPY or raw
     SQL. The page cache is keyed by it, so no write path can forget to retire cached pages.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from runs.sync import source_sync as sync_service
+from runs.sources.sync import source_sync as sync_service
 
 
 @shared_task(name="runs.tasks.source_sync", soft_time_limit=1800, time_limit=1900)

@@ -1,7 +1,7 @@
 from django.urls import path
 
-from runs import views
-from runs.feeds import LatestRunsFeed
+from runs.pages import views
+from runs.pages.feeds import LatestRunsFeed
 
 app_name = "runs"
 
@@ -13,7 +13,7 @@ urlpatterns = [
     path("runs/<str:public_id>/", views.run_detail, name="detail"),
     path("runs/<str:public_id>/cite.<str:fmt>", views.run_cite, name="cite"),
     path("runs/<str:public_id>/compare/<str:other_id>/", views.run_compare, name="compare"),
-    # Upstream kernel names are arbitrary text: runs/converters.py maps each to one segment.
+    # Upstream kernel names are arbitrary text: runs/pages/converters.py maps each to one segment.
     path("benchmarks/<upstream:slug>/", views.benchmark_detail, name="benchmark"),
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),

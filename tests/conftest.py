@@ -23,7 +23,7 @@ def _fresh_page_cache():
     """Test databases roll back but the cache does not: start every test on a new data
     fingerprint, so no page cached by an earlier test can be served (no flush: in CI the cache
     shares Redis with the broker)."""
-    from runs import freshness
+    from runs.read import freshness
 
     freshness.reset()
     yield

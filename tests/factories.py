@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import factory
 
-from runs import catalogue, documents
-from runs.canonical import document_digest, sha256_digest
+from runs.manifest import documents
+from runs.manifest.canonical import document_digest, sha256_digest
 from runs.models import (
     Benchmark,
     ComparisonGroup,
@@ -22,6 +22,7 @@ from runs.models import (
     Source,
     Workload,
 )
+from runs.reference import catalogue
 from runs.services import implementation_ensure, workload_ensure
 
 

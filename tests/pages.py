@@ -18,7 +18,7 @@ def text_of(response) -> str:
 
 def queries(client, url: str) -> int:
     """Queries of one uncached GET (the caller sets PAGE_CACHE_SECONDS = 0)."""
-    from runs import freshness
+    from runs.read import freshness
 
     freshness.reset()
     with CaptureQueriesContext(connection) as ctx:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from runs import charts
+from runs.pages import charts
 
 
 def _plot_area(svg: str) -> tuple[float, float, float, float]:

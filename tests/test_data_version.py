@@ -16,8 +16,8 @@ from reruns.services import (
     rerun_claim,
     rerun_sweep,
 )
-from runs import freshness
 from runs.models import DataVersion, Run
+from runs.read import freshness
 from tests.factories import RunFactory
 from tests.factories_community import make_staff
 from tests.factories_reruns import job_for

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from runs import catalogue, documents
-from runs.canonical import canonical_json, document_digest, run_manifest
+from runs.manifest import documents
+from runs.manifest.canonical import canonical_json, document_digest, run_manifest
+from runs.reference import catalogue
 
 EXAMPLE_RUN_SPEC = {
     "status": "passed",
@@ -139,7 +140,7 @@ def test_fast_canonical_json_matches_rfc8785(value):
 def test_fast_canonical_json_matches_rfc8785_on_every_shipped_row():
     import rfc8785
 
-    from runs.parsers import parse_liger_csv
+    from runs.sources.parsers import parse_liger_csv
     from tests.conftest import LIGER_CSV
 
     for row in parse_liger_csv(LIGER_CSV.read_bytes(), "all_benchmark_data.csv"):

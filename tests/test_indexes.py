@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from runs.filters import ORDERINGS
+from runs.read.filters import ORDERINGS
 
 # Filter -> the runs_run column it reaches (text filters resolve against catalogue tables first
-# and arrive as IN (...) on a foreign key; see runs/filters.py).
+# and arrive as IN (...) on a foreign key; see runs/read/filters.py).
 FILTER_COLUMNS = {
     "benchmark": "benchmark_id",
     "implementation": "implementation_id",

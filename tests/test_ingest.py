@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from django.db.models import F
 
 from runs.models import ComparisonGroup, ImportRecord, Publication, Run
-from runs.parsers import IngestError
 from runs.services import ingest, public_id_for
+from runs.sources.parsers import IngestError
 from tests.conftest import EXAMPLE_EXTERNAL_ID, LIGER_CI, LIGER_CSV
 
 pytestmark = pytest.mark.django_db

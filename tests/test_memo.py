@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs import memo
 from runs.models import Publication, Run
+from runs.read import memo
 from tests.factories import RunFactory, SourceFactory
 
 

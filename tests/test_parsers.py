@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runs.parsers import IngestError, parse_liger_csv
+from runs.sources.parsers import IngestError, parse_liger_csv
 
 HEADER = (
     "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,"

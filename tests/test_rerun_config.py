@@ -6,7 +6,7 @@ from django.conf import settings
 
 from kernelindex.celery import app
 from reruns.tasks import rerun_execute
-from runs.catalogue import GPUS
+from runs.reference.catalogue import GPUS
 
 
 def test_delivery_is_safe_by_configuration():

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from reruns.models import JobState, RerunJob
-from runs.canonical import document_digest, run_manifest
+from runs.manifest.canonical import document_digest, run_manifest
 from runs.models import Evidence
 from runs.services import ingest
 

@@ -100,7 +100,7 @@ def test_pagination(client):
 def test_superseded_revisions_are_not_listed(client):
     run = RunFactory()
     Run.objects.filter(pk=run.pk).update(is_current=False)
-    from runs.freshness import data_changed
+    from runs.read.freshness import data_changed
 
     data_changed()
     assert run.public_id not in ids(client.get("/runs/"))

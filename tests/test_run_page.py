@@ -167,7 +167,7 @@ def test_cell_history_across_publications_is_plotted(client):
 
 def test_evidence_badge_explains_itself(client, example_run):
     Run.objects.filter(pk=example_run.pk).update(evidence=Evidence.REPRODUCED)
-    from runs.freshness import data_changed
+    from runs.read.freshness import data_changed
 
     data_changed()  # an update() sends no signal; the evidence service calls this
     html = client.get(f"/runs/{example_run.public_id}/").content.decode()

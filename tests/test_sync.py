@@ -12,7 +12,7 @@ from django.core.cache import cache
 from kernelindex.celery import app
 from kernelindex.settings import sync_schedule
 from runs.models import ImportRecord, Run
-from runs.sync import source_sync
+from runs.sources.sync import source_sync
 from tests.conftest import KERNELBENCH
 from tests.upstream_server import upstream_server
 

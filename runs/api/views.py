@@ -25,11 +25,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runs import memo
 from runs.api import serializers as s
-from runs.filters import ORDERINGS, RunFilter
-from runs.freshness import public_page
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
+from runs.read import memo
+from runs.read.filters import ORDERINGS, RunFilter
+from runs.read.freshness import public_page
 
 CONTROL_PARAMS = {"format"}
 PAGE_PARAMS = {"cursor", "page_size"}
@@ -108,7 +108,7 @@ class StrictQueryMixin:
 
 
 def _runs():
-    # The catalogue relations come from runs.memo (see AttachCatalogueMixin), not from joins.
+    # The catalogue relations come from runs.read.memo (see AttachCatalogueMixin), not from joins.
     return Run.objects.public().select_related("workload", "group")
 
 

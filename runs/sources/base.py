@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runs.parsers import IngestError
+from runs.sources.parsers import IngestError
 
 __all__ = ["Doc", "IngestError", "InputFile", "Measurement", "Record", "run_name"]
 
@@ -81,7 +81,7 @@ class Record:
     provider: str
     revision: str
     protocol: Doc
-    gpu_name: str  # a key of runs.catalogue.GPUS
+    gpu_name: str  # a key of runs.reference.catalogue.GPUS
     environment: Doc
     observed_at: datetime
     name: str

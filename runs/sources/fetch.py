@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from runs.parsers import IngestError
+from runs.sources.parsers import IngestError
 
 DEFAULT_TIMEOUT = 60.0
 # An upstream file is a few MB at most; a bigger answer is not a result file.

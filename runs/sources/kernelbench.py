@@ -16,7 +16,8 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runs import catalogue, documents
+from runs.manifest import documents
+from runs.reference import catalogue
 from runs.sources import fetch
 from runs.sources.base import Doc, IngestError, InputFile, Measurement, Record, run_name
 

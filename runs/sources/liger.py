@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 import json
 
-from runs import catalogue, documents
-from runs.parsers import ParsedRow, liger_external_id, parse_liger_csv
+from runs.manifest import documents
+from runs.reference import catalogue
 from runs.sources.base import Doc, InputFile, Measurement, Record, run_name
+from runs.sources.parsers import ParsedRow, liger_external_id, parse_liger_csv
 
 LICENSE = "BSD-2-Clause"
 REPOSITORY = "https://github.com/linkedin/Liger-Kernel"

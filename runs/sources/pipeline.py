@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from runs import catalogue, documents
-from runs.canonical import document_digest, sha256_digest
 from runs.evidence import controlled_run_create
+from runs.manifest import documents
+from runs.manifest.canonical import document_digest, sha256_digest
 from runs.models import (
     Benchmark,
     ComparisonGroup,
@@ -32,9 +32,10 @@ from runs.models import (
     Source,
     Workload,
 )
-from runs.ranking import rank_publication
+from runs.reference import catalogue
 from runs.sources.base import Doc, IngestError, InputFile, Record
 from runs.sources.ledger import ledger_append
+from runs.sources.ranking import rank_publication
 
 Progress = Callable[[Iterable], Iterable]
 

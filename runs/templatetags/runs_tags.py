@@ -125,8 +125,8 @@ def evidence_badge(level: str) -> str:
 
 @register.simple_tag
 def svg(chart) -> str:
-    """Charts are built by runs.charts, which escapes every text it places."""
-    return mark_safe(chart)  # noqa: S308 - built from escaped parts in runs.charts
+    """Charts are built by runs.pages.charts, which escapes every text it places."""
+    return mark_safe(chart)  # noqa: S308 - built from escaped parts in runs.pages.charts
 
 
 CLASSIFICATION_WORDS = {

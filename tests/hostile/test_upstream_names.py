@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import resolve, reverse
 
-from runs.converters import name_to_segment, segment_to_name
+from runs.pages.converters import name_to_segment, segment_to_name
 from tests.factories import BenchmarkFactory, RunFactory
 
 NAMES = ["rope/v2", "50%_cut", "with space", ".", "..", "a.b", "ü名_kernel", "~tilde", "q?x#y&z"]

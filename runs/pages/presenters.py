@@ -6,9 +6,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from runs import charts
-from runs.catalogue import normalise_param, param_order
 from runs.models import Metric, TimedPass
+from runs.pages import charts
+from runs.reference.catalogue import normalise_param, param_order
 
 
 @dataclass

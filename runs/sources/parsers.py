@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from runs import catalogue
+from runs.reference import catalogue
 
 LIGER_COLUMNS = [
     "kernel_name",

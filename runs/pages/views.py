@@ -13,11 +13,8 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from runs import charts, citation, memo
-from runs.canonical import run_manifest
-from runs.catalogue import param_order
-from runs.filters import RunFilter
-from runs.freshness import public_page
+from runs.manifest import citation
+from runs.manifest.canonical import run_manifest
 from runs.models import (
     Benchmark,
     ComparisonGroup,
@@ -29,8 +26,8 @@ from runs.models import (
     Run,
     Source,
 )
-from runs.plausibility import floor_for
-from runs.presenters import (
+from runs.pages import charts
+from runs.pages.presenters import (
     BadChoice,
     benchmark_panels,
     benchmark_view,
@@ -38,6 +35,11 @@ from runs.presenters import (
     spec_diff,
     upstream_file,
 )
+from runs.read import memo
+from runs.read.filters import RunFilter
+from runs.read.freshness import public_page
+from runs.reference.catalogue import param_order
+from runs.reference.plausibility import floor_for
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
 GROUP_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")

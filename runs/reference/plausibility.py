@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runs.catalogue import input_tensors, tensor_bytes
+from runs.reference.catalogue import input_tensors, tensor_bytes
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from datetime import datetime
 
-from runs import catalogue
+from runs.reference import catalogue
 
 LIGER_REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
 LIGER_FAMILY = "liger_kernel_bench"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runs.freshness import data_fingerprint
 from runs.models import (
     Benchmark,
     Environment,
@@ -25,6 +24,7 @@ from runs.models import (
     Run,
     Source,
 )
+from runs.read.freshness import data_fingerprint
 
 # The relations attach() fills; querysets select_related everything else they need.
 ATTACHED = ("source", "publication", "benchmark", "implementation", "protocol", "environment")

@@ -8,6 +8,8 @@ class AttestationsConfig(AppConfig):
 
     def ready(self) -> None:
         import kernelindex.checks  # noqa: F401 - registers the project's deploy checks
-        from attestations import staffmfa
+        from attestations import panels, staffmfa
+        from runs.extensions import run_extensions
 
         staffmfa.connect_signals()
+        run_extensions.register_panel(panels.PANEL)

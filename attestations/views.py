@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -14,13 +14,6 @@ from attestations.forms import AttestationForm, ReportForm, TokenForm
 from attestations.models import ApiToken, Attestation
 from attestations.ratelimit import ratelimited
 from runs.models import Run
-
-
-def _run(public_id: str) -> Run:
-    try:
-        return Run.objects.public().with_related().get(public_id=public_id)
-    except Run.DoesNotExist:
-        raise Http404("No run with this id") from None
 
 
 def _own_attestation(request: HttpRequest, pk: int) -> Attestation:
@@ -43,7 +36,7 @@ def _apply_errors(form, exc: ValidationError) -> None:
 @login_required
 @ratelimited("attestation")
 def attest(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _run(public_id)
+    run = Run.objects.with_related().current_or_404(public_id)
     refusal = services.posting_refusal(request.user)
     if refusal:
         return _refused(request, refusal)
@@ -117,7 +110,7 @@ def attestation_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @ratelimited("report")
 def report(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _run(public_id)
+    run = Run.objects.with_related().current_or_404(public_id)
     refusal = services.posting_refusal(request.user)
     if refusal:
         return _refused(request, refusal)

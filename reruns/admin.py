@@ -13,7 +13,6 @@ from reruns.services import (
     rerun_request,
 )
 from runs.admin import ReadOnlyAdmin
-from runs.models import Run
 
 
 @admin.register(RerunJob)
@@ -97,9 +96,3 @@ def order_controlled_rerun(modeladmin, request, queryset):
         modeladmin.message_user(request, problem, level=messages.WARNING)
     if ordered and not broker_configured():
         modeladmin.message_user(request, f"{NO_BROKER}.", level=messages.WARNING)
-
-
-# The runs app owns the Run admin; reruns adds its action to it (runs must not import reruns).
-if admin.site.is_registered(Run):
-    _run_admin = admin.site._registry[Run]
-    _run_admin.actions = [*(_run_admin.actions or []), order_controlled_rerun]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -12,17 +12,10 @@ from reruns.services import NO_BROKER, RerunError, broker_configured, rerun_requ
 from runs.models import Run
 
 
-def _current_run(public_id: str) -> Run:
-    try:
-        return Run.objects.public().with_related().get(public_id=public_id)
-    except Run.DoesNotExist:
-        raise Http404("No run with this id") from None
-
-
 @require_POST
 @login_required
 def request_rerun(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _current_run(public_id)
+    run = Run.objects.with_related().current_or_404(public_id)
     back = redirect(run.get_absolute_url() + "#reruns")
     form = RerunRequestForm(request.POST)
     if not form.is_valid():

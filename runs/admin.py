@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from runs.extensions import run_extensions
 from runs.models import EvidenceEvent, ImportRecord, Run
 
 
@@ -15,6 +16,11 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["public_id", "external_id"]
     list_select_related = ["benchmark", "implementation"]
     show_full_result_count = False
+
+    @property
+    def actions(self):
+        # Other apps add theirs through runs.extensions (reruns: order a controlled rerun).
+        return run_extensions.admin_actions()
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(is_current=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
-from runs.querysets import ComparisonGroupQuerySet, RunQuerySet
+from runs.querysets import ComparisonGroupQuerySet, PublicationQuerySet, RunQuerySet
 
 DIGEST_LENGTH = 71  # "sha256:" + 64 hex
 
@@ -175,6 +175,8 @@ class Publication(models.Model):
     release = models.CharField(max_length=32, blank=True)
     sequence = models.PositiveIntegerField(default=0, help_text="Upstream order, e.g. CI run order")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PublicationQuerySet.as_manager()
 
     class Meta:
         ordering = ["source", "sequence", "slug"]

@@ -1,12 +1,28 @@
 from __future__ import annotations
 
+import re
+
 from django.db import models
+from django.http import Http404
+
+PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
+GROUP_KEY_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 class RunQuerySet(models.QuerySet):
     def public(self) -> RunQuerySet:
         """Current revisions only: what the site shows and ranks."""
         return self.filter(is_current=True)
+
+    def current_or_404(self, public_id: str):
+        """The current revision of the run with this public id, for every page and form that
+        names a run in its URL; a malformed id and an unknown one get 404s that say which."""
+        if not PUBLIC_ID.match(public_id):
+            raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
+        try:
+            return self.public().get(public_id=public_id)
+        except self.model.DoesNotExist:
+            raise Http404(f"No run has the id {public_id}.") from None
 
     def for_group(self, key: str) -> RunQuerySet:
         return self.filter(group__key=key)
@@ -45,7 +61,40 @@ class RunQuerySet(models.QuerySet):
 
 
 class ComparisonGroupQuerySet(models.QuerySet):
+    def by_key_prefix_or_404(self, prefix: str):
+        """The group whose key starts with these hex digits (16 to 64 of them).
+
+        A range on the unique index, then the exact prefix test: LIKE 'x%' cannot use a b-tree
+        index under a non-C collation, a range can."""
+        if not GROUP_KEY_PREFIX.match(prefix):
+            raise Http404("A comparison group is named by the first 16 hex digits of its key.")
+        lower = f"sha256:{prefix}"
+        upper = lower[:-1] + chr(ord(lower[-1]) + 1)
+        try:
+            return self.get(key__gte=lower, key__lt=upper, key__startswith=lower)
+        except self.model.DoesNotExist:
+            raise Http404(f"No comparison group has a key starting {prefix}.") from None
+        except self.model.MultipleObjectsReturned:
+            raise Http404(f"More than one comparison group has a key starting {prefix}.") from None
+
     def with_related(self) -> ComparisonGroupQuerySet:
         return self.select_related(
             "publication__source", "benchmark", "workload", "environment__gpu"
         )
+
+
+class PublicationQuerySet(models.QuerySet):
+    def latest_per_source(self, *, benchmark) -> list:
+        """The newest publication of each source that has runs of this benchmark, in source
+        order: the benchmark CSV, and the newest CI run (older CI runs are each cell's history,
+        shown on the run pages). One query; a source has a few hundred publications at most."""
+        latest = {}
+        rows = (
+            self.filter(groups__benchmark=benchmark)
+            .select_related("source")
+            .distinct()
+            .order_by("source__slug", "-sequence", "-id")
+        )
+        for pub in rows:
+            latest.setdefault(pub.source_id, pub)
+        return list(latest.values())

@@ -43,3 +43,15 @@ def test_group_page_query_count_does_not_grow(client, settings):
     grow(400)
     RunFactory.create_batch(30, provider="torch")  # the group itself grows too
     assert queries(client, url) == small
+
+
+@pytest.mark.django_db
+def test_a_prefix_two_groups_share_is_404_not_an_error(client):
+    first, second = RunFactory().group, RunFactory(timed_pass="backward").group
+    assert first.pk != second.pk
+    shared = "ab" * 8
+    type(first).objects.filter(pk=first.pk).update(key=f"sha256:{shared}{'0' * 48}")
+    type(second).objects.filter(pk=second.pk).update(key=f"sha256:{shared}{'1' * 48}")
+    response = client.get(f"/groups/{shared}/")
+    assert response.status_code == 404
+    assert client.get(f"/groups/{shared}{'1' * 48}/").status_code == 200

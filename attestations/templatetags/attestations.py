@@ -9,41 +9,6 @@ from attestations.models import Attestation, Report
 register = template.Library()
 
 
-@register.inclusion_tag("attestations/_run_section.html", takes_context=True)
-def run_attestations(context, run):
-    """The run page's "Replications and notes": approved items for everyone, plus the viewer's
-    own pending ones. Two queries whatever the number of items."""
-    items = _visible_items(context, run)
-    user = context.get("user") or getattr(context.get("request"), "user", None)
-    answered = list(Report.objects.for_run(run).answered_publicly().order_by("answered_at"))
-    return {
-        "run": run,
-        "items": items,
-        "answered_reports": answered,
-        "user": user,
-    }
-
-
-@register.simple_tag(takes_context=True)
-def attestation_count(context, run) -> str:
-    """ " (3)" after the section heading when the run has approved attestations, else ""."""
-    count = sum(1 for item in _visible_items(context, run) if item.state == "approved")
-    return f" ({count})" if count else ""
-
-
-def _visible_items(context, run) -> list:
-    """The items the viewer may see, fetched once per page: the heading's count and the
-    section below it read the same list."""
-    request = context.get("request")
-    user = context.get("user") or getattr(request, "user", None)
-    key = getattr(user, "pk", None)
-    cached = getattr(run, "_visible_attestations", None)
-    if cached is None or cached[0] != key:
-        items = list(Attestation.objects.visible_to(user).for_run(run).with_related())
-        cached = run._visible_attestations = (key, items)
-    return cached[1]
-
-
 @register.filter
 def markdown(text: str) -> SafeString:
     return render_markdown(text)

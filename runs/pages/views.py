@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 from django.conf import settings
 from django.core.paginator import Paginator
@@ -13,6 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
+from runs.extensions import run_extensions
 from runs.manifest import citation
 from runs.manifest.canonical import run_manifest
 from runs.models import (
@@ -41,18 +41,13 @@ from runs.read.freshness import public_page
 from runs.reference.catalogue import param_order
 from runs.reference.plausibility import floor_for
 
-PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
-GROUP_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
-
 
 def _canonical(request: HttpRequest) -> str:
     return settings.SITE_ROOT + request.path
 
 
 def _current_run(public_id: str, *, with_leader: bool = False) -> Run:
-    if not PUBLIC_ID.match(public_id):
-        raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
-    runs = Run.objects.public().select_related("workload", "group")
+    runs = Run.objects.select_related("workload", "group")
     if with_leader:
         # The id of rank 1 in the same group, in the same round trip.
         leader = (
@@ -62,10 +57,7 @@ def _current_run(public_id: str, *, with_leader: bool = False) -> Run:
             .values("public_id")[:1]
         )
         runs = runs.annotate(leader_id=Subquery(leader))
-    try:
-        run = runs.get(public_id=public_id)
-    except Run.DoesNotExist:
-        raise Http404(f"No run has the id {public_id}.") from None
+    run = runs.current_or_404(public_id)
     memo.attach([run])
     return run
 
@@ -142,12 +134,14 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         else None
     )
     tensors = sorted(run.workload.tensors, key=lambda t: t["name"])
+    panels = run_extensions.render_panels(request, run)
     return render(
         request,
         "runs/run_detail.html",
         {
             "run": run,
             "verdict": verdict,
+            "panels": panels,
             "leader": leader,
             "history": history,
             "history_svg": history_svg,
@@ -241,17 +235,9 @@ def run_compare(request: HttpRequest, public_id: str, other_id: str) -> HttpResp
 @public_page
 def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     benchmark = get_object_or_404(Benchmark, slug=slug)
-    # The latest publication of each source: the benchmark CSV, and the newest CI run. Older CI
-    # runs are each cell's history, shown on the run pages.
-    publications = list(
-        Publication.objects.filter(groups__benchmark=benchmark)
-        .select_related("source")
-        .distinct()
-        .order_by("source__slug", "-sequence", "-id")
-    )
-    latest: dict[int, Publication] = {}
-    for pub in publications:
-        latest.setdefault(pub.source_id, pub)
+    latest = {
+        pub.source_id: pub for pub in Publication.objects.latest_per_source(benchmark=benchmark)
+    }
     runs = (
         Run.objects.public()
         .filter(benchmark=benchmark, publication__in=[p.pk for p in latest.values()])
@@ -290,18 +276,7 @@ def _mark_host_dominated(runs: list[Run]) -> None:
 @require_safe
 @public_page
 def group_detail(request: HttpRequest, key: str) -> HttpResponse:
-    if not GROUP_PREFIX.match(key):
-        raise Http404("A comparison group is named by the first 16 hex digits of its key.")
-    prefix = f"sha256:{key}"
-    # A range on the unique index, then the exact prefix test: LIKE 'x%' cannot use a b-tree
-    # index under a non-C collation, a range can.
-    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    group = get_object_or_404(
-        ComparisonGroup.objects.with_related(),
-        key__gte=prefix,
-        key__lt=upper,
-        key__startswith=prefix,
-    )
+    group = ComparisonGroup.objects.with_related().by_key_prefix_or_404(key)
     runs = list(Run.objects.public().filter(group=group).ranked())
     memo.attach(runs)
     values = [r.median for r in runs]

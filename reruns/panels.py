@@ -1,17 +1,18 @@
+"""The run page's "Controlled reruns" panel, registered with runs.extensions."""
+
 from __future__ import annotations
 
 import statistics
 
-from django import template
 from django.conf import settings
+from django.http import HttpRequest
 from django.shortcuts import resolve_url
 
 from reruns.forms import RerunRequestForm
 from reruns.models import RerunJob, ResultReceipt
 from reruns.services import NO_BROKER, broker_configured
+from runs.extensions import RunPanel
 from runs.models import EvidenceEvent
-
-register = template.Library()
 
 
 def spread(receipt) -> dict | None:
@@ -34,9 +35,8 @@ def spread(receipt) -> dict | None:
     }
 
 
-@register.inclusion_tag("reruns/_run_reruns.html", takes_context=True)
-def run_reruns(context, run):
-    """The run page's "Controlled reruns" section: jobs, evidence history, and the form."""
+def run_reruns(request: HttpRequest, run) -> dict:
+    """Jobs, evidence history, and the request form."""
     jobs = list(
         RerunJob.objects.for_run(run)
         .select_related("requested_by", "receipt__controlled_run", "receipt__evidence_event")
@@ -50,9 +50,8 @@ def run_reruns(context, run):
         issued = job.issued_at or job.created_at
         rows.append({"job": job, "receipt": receipt, "spread": spread(receipt), "issued": issued})
     is_controlled = run.source.slug == "kernelindex"
-    request = context.get("request")
-    user = getattr(request, "user", None) or context.get("user")
-    signed_in = bool(user and user.is_authenticated)
+    user = request.user
+    signed_in = user.is_authenticated
     return {
         "run": run,
         "rows": rows,
@@ -62,10 +61,6 @@ def run_reruns(context, run):
         "form": RerunRequestForm(initial={"gpu_class": run.environment.gpu.gpu_class})
         if signed_in
         else None,
-        "user": user,
-        "request": request,
-        "csrf_token": context.get("csrf_token"),
-        "messages": context.get("messages"),
         "is_controlled": is_controlled,
         # The no-broker notice concerns jobs that wait, not finished ones.
         "waiting": any(job.state in ("queued", "awaiting-approval") for job in jobs),
@@ -76,3 +71,12 @@ def run_reruns(context, run):
         "no_broker": NO_BROKER,
         "login_url": resolve_url(settings.LOGIN_URL),
     }
+
+
+PANEL = RunPanel(
+    name="reruns",
+    slot="evidence",
+    template="reruns/_run_reruns.html",
+    context=run_reruns,
+    order=10,
+)

@@ -6,20 +6,44 @@ from django.http import HttpRequest
 
 from attestations.models import Attestation, Report
 from runs.extensions import RunPanel
+from runs.read.freshness import once_per_data_change
+
+
+def runs_with_items() -> tuple[frozenset[str], frozenset[str]]:
+    """(runs with any attestation, in any state; runs with a publicly answered report), by
+    public id, asked once per data change: most runs have neither, and their pages then ask
+    nothing. Any state, because a signed-in author sees their own pending items."""
+
+    def compute():
+        attested = Attestation.objects.order_by().values_list("run__public_id", flat=True)
+        reported = (
+            Report.objects.answered_publicly().order_by().values_list("run__public_id", flat=True)
+        )
+        return frozenset(attested.distinct()), frozenset(reported.distinct())
+
+    return once_per_data_change("attestations:runs-with-items", compute)
 
 
 def run_section(request: HttpRequest, run) -> dict:
     """Approved items for everyone, plus the viewer's own pending ones, and the reports the
-    maintainers answered in public. Two queries whatever the number of items."""
+    maintainers answered in public. At most two queries whatever the number of items."""
     user = request.user
-    items = list(Attestation.objects.visible_to(user).for_run(run).with_related())
+    attested, reported = runs_with_items()
+    items = (
+        list(Attestation.objects.visible_to(user).for_run(run).with_related())
+        if run.public_id in attested
+        else []
+    )
+    answered = (
+        list(Report.objects.for_run(run).answered_publicly().order_by("answered_at"))
+        if run.public_id in reported
+        else []
+    )
     return {
         "run": run,
         "items": items,
         "approved": sum(1 for item in items if item.state == "approved"),
-        "answered_reports": list(
-            Report.objects.for_run(run).answered_publicly().order_by("answered_at")
-        ),
+        "answered_reports": answered,
         "user": user,
     }
 

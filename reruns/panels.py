@@ -13,6 +13,7 @@ from reruns.models import RerunJob, ResultReceipt
 from reruns.services import NO_BROKER, broker_configured
 from runs.extensions import RunPanel
 from runs.models import EvidenceEvent
+from runs.read.freshness import once_per_data_change
 
 
 def spread(receipt) -> dict | None:
@@ -35,12 +36,27 @@ def spread(receipt) -> dict | None:
     }
 
 
+def runs_with_jobs() -> frozenset[str]:
+    """Public ids of the runs that have any rerun job: a few hundred at most, asked once per
+    data change, so the pages of the other runs (nearly all of them) ask nothing."""
+    return once_per_data_change(
+        "reruns:runs-with-jobs",
+        lambda: frozenset(
+            RerunJob.objects.order_by().values_list("run__public_id", flat=True).distinct()
+        ),
+    )
+
+
 def run_reruns(request: HttpRequest, run) -> dict:
     """Jobs, evidence history, and the request form."""
-    jobs = list(
-        RerunJob.objects.for_run(run)
-        .select_related("requested_by", "receipt__controlled_run", "receipt__evidence_event")
-        .order_by("-created_at")
+    jobs = (
+        list(
+            RerunJob.objects.for_run(run)
+            .select_related("requested_by", "receipt__controlled_run", "receipt__evidence_event")
+            .order_by("-created_at")
+        )
+        if run.public_id in runs_with_jobs()
+        else []
     )
     rows = []
     for job in jobs:

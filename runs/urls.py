@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/", views.run_list, name="list"),
     path("runs/<str:public_id>.json", views.run_manifest_json, name="manifest"),
     path("runs/<str:public_id>/", views.run_detail, name="detail"),
+    path("runs/<str:public_id>/history/", views.run_history, name="history"),
     path("runs/<str:public_id>/cite.<str:fmt>", views.run_cite, name="cite"),
     path("runs/<str:public_id>/compare/<str:other_id>/", views.run_compare, name="compare"),
     # Upstream kernel names are arbitrary text: runs/pages/converters.py maps each to one segment.

@@ -4,6 +4,7 @@ evidence badge, cell history and physical floor; HTTP caching; constant query co
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from html import unescape
 
 import pytest
@@ -242,10 +243,66 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     assert Run.objects.count() >= 420
     large = queries(client, f"/runs/{run.public_id}/")
     assert small == large
-    # The run with its documents, the leader, the cell history, the evidence events, the
-    # rerun jobs, and the community section's items and answered reports.
-    with django_assert_max_num_queries(7):
+    # Until the data changes, a page asks for the run and nothing else: the leader, the cell
+    # history, the panels' facts and the rendered sections are kept per data change.
+    with django_assert_max_num_queries(1):
         client.get(f"/runs/{run.public_id}/")
+
+
+@pytest.mark.django_db
+def test_a_long_history_is_bounded_on_the_run_page_and_paged_on_its_own(client):
+    ci = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI benchmarks")
+    runs = [
+        RunFactory(
+            source=ci,
+            publication=PublicationFactory(source=ci, slug=f"commit{i:03}", sequence=i),
+            median=100_000 + 1_000 * i,
+            observed_at=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(days=i),
+            rank=1,
+        )
+        for i in range(130)
+    ]
+
+    def shown_on(run):
+        html = client.get(f"/runs/{run.public_id}/").content.decode()
+        return re.findall(
+            r"commit(\d{3})", re.search(r'<ol class="history-list">.*?</ol>', html, re.S).group(0)
+        )
+
+    text = text_of(client.get(f"/runs/{runs[60].public_id}/"))
+    shown = shown_on(runs[60])
+    assert len(shown) == 24 and shown == sorted(shown)
+    assert "commit060: 160.0 µs (this run)" in text
+    assert shown[0] == "048" and shown[-1] == "071"  # 12 before it, 11 after it
+    assert "24 of its 130 publications" in text and "All 130 points" in text
+    # The newest run fills its window from further back.
+    newest = shown_on(runs[-1])
+    assert newest[0] == "106" and newest[-1] == "129"
+    history = client.get(f"/runs/{runs[60].public_id}/history/")
+    assert history.status_code == 200
+    rows = re.findall(r"commit(\d{3})", history.content.decode())
+    assert rows == [f"{i:03}" for i in range(100)]
+    second = client.get(f"/runs/{runs[60].public_id}/history/?page=2").content.decode()
+    assert re.findall(r"commit(\d{3})", second) == [f"{i:03}" for i in range(100, 130)]
+
+
+@pytest.mark.django_db
+def test_a_data_change_shows_at_once_on_an_uncached_run_page(client, settings):
+    """The page's data sections are cached per data change: a new point in the cell's history
+    or a new evidence level is on the next page, not an hour later."""
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0  # read the data version on every request, as after 2 s
+    ci = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI benchmarks")
+    first = RunFactory(
+        source=ci, publication=PublicationFactory(source=ci, slug="c1", sequence=1), rank=1
+    )
+    url = f"/runs/{first.public_id}/"
+    assert "No history" in text_of(client.get(url))
+    RunFactory(source=ci, publication=PublicationFactory(source=ci, slug="c2", sequence=2), rank=1)
+    Run.objects.filter(pk=first.pk).update(evidence="checked")  # no signal: the trigger
+    text = text_of(client.get(url))
+    assert "No history" not in text and "c1: " in text and " c2" in text
+    assert "checked" in text.lower()
 
 
 def test_cached_pages_are_stored_compressed_for_gzip_clients(client, example_run, settings):

@@ -6,10 +6,11 @@ import json
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, Min, OuterRef, Q, Subquery
+from django.db.models import Count, Max, Min, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_safe
 
 from runs.extensions import run_extensions
@@ -26,7 +27,7 @@ from runs.models import (
     Run,
     Source,
 )
-from runs.pages import charts
+from runs.pages import charts, run_parts
 from runs.pages.presenters import (
     BadChoice,
     benchmark_panels,
@@ -37,7 +38,7 @@ from runs.pages.presenters import (
 )
 from runs.read import memo
 from runs.read.filters import RunFilter
-from runs.read.freshness import public_page
+from runs.read.freshness import data_fingerprint, public_page
 from runs.reference.catalogue import param_order
 from runs.reference.plausibility import floor_for
 
@@ -46,20 +47,24 @@ def _canonical(request: HttpRequest) -> str:
     return settings.SITE_ROOT + request.path
 
 
-def _current_run(public_id: str, *, with_leader: bool = False) -> Run:
-    runs = Run.objects.select_related("workload", "group")
-    if with_leader:
-        # The id of rank 1 in the same group, in the same round trip.
-        leader = (
-            Run.objects.public()
-            .filter(group_id=OuterRef("group_id"), rank=1)
-            .order_by("public_id")
-            .values("public_id")[:1]
-        )
-        runs = runs.annotate(leader_id=Subquery(leader))
-    run = runs.current_or_404(public_id)
+def _current_run(public_id: str) -> Run:
+    run = Run.objects.select_related("workload", "group").current_or_404(public_id)
     memo.attach([run])
     return run
+
+
+def _leader(run: Run) -> str | None:
+    """The id of rank 1 in the run's group, for "Compare with #1" (None for the leader)."""
+    if not run.rank or run.rank == 1:
+        return None
+    leader = (
+        Run.objects.public()
+        .filter(group_id=run.group_id, rank=1)
+        .order_by("public_id")
+        .values_list("public_id", flat=True)
+        .first()
+    )
+    return leader if leader != run.public_id else None
 
 
 @require_safe
@@ -108,52 +113,55 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _current_run(public_id, with_leader=True)
-    leader = run.leader_id if run.rank and run.rank > 1 and run.leader_id != run.public_id else None
-    # Plain rows, not model instances: a cell can have dozens of CI points.
-    history = list(
-        Run.objects.history_of(run).values("pk", "public_id", "median", "publication__slug")
-    )
-    history_svg = ""
-    if len(history) > 1:
-        factor, unit_name = charts.unit_scale(run.unit, [h["median"] for h in history])
-        history_svg = charts.sparkline(
-            chart_id="history",
-            title=f"Median of this cell in {len(history)} upstream runs, oldest first",
-            points=[(h["publication__slug"], h["median"]) for h in history],
-            y_scale=factor,
-            y_unit=unit_name,
-            current=next((i for i, h in enumerate(history) if h["pk"] == run.pk), None),
-        )
-    floor, no_floor = floor_for(run)
-    manifest = run_manifest(run)
-    # Why the level is what it is: a reported or controlled run has no rerun verdict to ask for.
-    verdict = (
-        EvidenceEvent.objects.latest_for(run)
-        if run.evidence not in (Evidence.REPORTED, Evidence.CONTROLLED)
-        else None
-    )
-    tensors = sorted(run.workload.tensors, key=lambda t: t["name"])
-    panels = run_extensions.render_panels(request, run)
+    run = _current_run(public_id)
+    # The data-only sections are cached fragments (run_detail.html): what they need is lazy,
+    # computed only when a fragment is rendered (once per data change).
     return render(
         request,
         "runs/run_detail.html",
         {
             "run": run,
-            "verdict": verdict,
-            "panels": panels,
-            "leader": leader,
-            "history": history,
-            "history_svg": history_svg,
-            "floor": floor,
-            "no_floor": no_floor,
-            "parameters": _ordered_params(run.workload.parameters),
-            "tensors": tensors,
-            "manifest_json": json.dumps(manifest, indent=2, ensure_ascii=False),
+            "data_version": data_fingerprint()[0],
+            "verdict": SimpleLazyObject(lambda: _verdict(run)),
+            "panels": run_extensions.render_panels(request, run),
+            "leader": SimpleLazyObject(lambda: _leader(run)),
+            "history": SimpleLazyObject(lambda: run_parts.history(run)),
+            "plausibility": SimpleLazyObject(
+                lambda: dict(zip(("floor", "reason"), floor_for(run), strict=True))
+            ),
+            "parameters": SimpleLazyObject(lambda: _ordered_params(run.workload.parameters)),
+            "tensors": SimpleLazyObject(
+                lambda: sorted(run.workload.tensors, key=lambda t: t["name"])
+            ),
+            "manifest_json": SimpleLazyObject(lambda: run_parts.manifest_json(run)),
             "permalink": citation.permalink(run),
             "today": timezone.now().date(),
             "canonical": citation.permalink(run),
         },
+    )
+
+
+def _verdict(run: Run) -> EvidenceEvent | None:
+    """Why the level is what it is: a reported or controlled run has no rerun verdict."""
+    if run.evidence in (Evidence.REPORTED, Evidence.CONTROLLED):
+        return None
+    return EvidenceEvent.objects.latest_for(run)
+
+
+@require_safe
+@public_page
+def run_history(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Every point of the run's cell across publications, a page of 100 at a time (the run
+    page shows the points around this run)."""
+    run = _current_run(public_id)
+    points = Run.objects.history_of(run).values(
+        "pk", "public_id", "median", "observed_at", "publication__slug"
+    )
+    page = Paginator(points, 100).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "runs/run_history.html",
+        {"run": run, "page": page, "canonical": _canonical(request)},
     )
 
 

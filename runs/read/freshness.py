@@ -161,6 +161,38 @@ def reset() -> None:
     _bump()
     _memo.update(at=-1e9, value=None)
     _local.clear()
+    _per_change.clear()
+
+
+_per_change: dict[str, tuple[str, object]] = {}
+
+
+def once_per_data_change(name: str, compute):
+    """compute(), remembered in this process until the data fingerprint moves.
+
+    For small facts that pages would otherwise ask for on every request (which runs have any
+    rerun jobs, which have any attestations): one query per data change instead of one per
+    page. The fingerprint is read before computing, so a write that commits meanwhile moves it
+    again and the value is recomputed: never older than the fingerprint it is stored under.
+    """
+    fingerprint, _ = data_fingerprint()
+    hit = _per_change.get(name)
+    if hit is None or hit[0] != fingerprint:
+        hit = _per_change[name] = (fingerprint, compute())
+    return hit[1]
+
+
+def cached_per_data_change(key: str, compute, timeout: int = 3600):
+    """compute(), kept in the shared cache under the data fingerprint: for per-object parts of
+    a page (a run's history chart, its manifest) that stay the same until the data changes. A
+    cache outage computes every time; it never serves a value under another fingerprint."""
+    fingerprint, _ = data_fingerprint()
+    full = f"part:{key}:{fingerprint}"
+    value = _cache_call(cache.get, full)
+    if value is None:
+        value = compute()
+        _cache_call(cache.set, full, value, timeout)
+    return value
 
 
 def public_page(view):

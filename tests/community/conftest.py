@@ -13,10 +13,11 @@ def _fresh_cache(settings, request):
     local-memory cache rather than clearing Redis, which other suites may be using;
     test_ratelimit_redis.py covers the Redis-backed counters."""
     settings.CACHES = {
+        **settings.CACHES,
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
             "LOCATION": f"community-{request.node.nodeid}",
-        }
+        },
     }
     yield
     cache.clear()

@@ -18,12 +18,13 @@ pytestmark = pytest.mark.services
 @pytest.fixture
 def redis_cache(services, settings):
     settings.CACHES = {
+        **settings.CACHES,
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": services,
             # A prefix of its own, so the test touches only its keys.
             "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
-        }
+        },
     }
     assert isinstance(caches["default"], RedisCache)
     return settings.CACHES["default"]

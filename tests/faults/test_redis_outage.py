@@ -77,11 +77,12 @@ def own_redis(services, settings):
     server = OwnRedis()
     server.start()
     settings.CACHES = {
+        **settings.CACHES,
         "default": {
             "BACKEND": "kernelindex.cache.FallbackRedisCache",
             "LOCATION": server.url,
             "KEY_PREFIX": "fault",
-        }
+        },
     }
     yield server
     server.stop()

@@ -1,0 +1,103 @@
+"""Where an uncached run page's time goes, in-process.
+
+Requests the run page with the page cache off through Django's test client against the
+database DATABASE_URL names (load it first: `manage.py demo --no-serve`), and prints the mean
+time per request, its queries, the share spent in SQL and in template rendering, and cProfile's
+top entries by cumulative time.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/ki_demo python bench/run_page_profile.py \
+        [--run 8827e3bb] [--requests 200] [--top 25]
+
+The first request after a data change fills the per-process catalogue and the per-run
+precomputed parts; the figures are of the warm requests after it, which is what a reader who is
+not the first to open a page after a data change gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
+os.environ["PAGE_CACHE_SECONDS"] = "0"
+os.environ.setdefault("ALLOWED_HOSTS", "testserver")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.template import Template  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", default="8827e3bb")
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    setup_test_environment()
+    client = Client()
+    url = f"/runs/{args.run}/"
+    first = client.get(url)
+    if first.status_code != 200:
+        sys.exit(f"{url} answered {first.status_code}: load the demo data first.")
+
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(url)
+    queries = len(ctx.captured_queries)
+    sql_seconds = sum(float(q["time"]) for q in ctx.captured_queries)
+
+    # Template rendering, timed by wrapping Template.render (nested renders counted once).
+    render_seconds = 0.0
+    depth = 0
+    original = Template.render
+
+    def timed(self, context):
+        nonlocal render_seconds, depth
+        depth += 1
+        start = time.perf_counter()
+        try:
+            return original(self, context)
+        finally:
+            depth -= 1
+            if depth == 0:
+                render_seconds += time.perf_counter() - start
+
+    Template.render = timed
+    start = time.perf_counter()
+    for _ in range(args.requests):
+        client.get(url)
+    total = time.perf_counter() - start
+    Template.render = original
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.requests):
+        client.get(url)
+    profiler.disable()
+
+    per = total / args.requests
+    print(f"run page {url}, page cache off, {args.requests} warm requests, {connection.vendor}")
+    print(f"  {per * 1000:.2f} ms a request, {len(first.content):,} bytes")
+    print(f"  {queries} queries, {sql_seconds * 1000:.2f} ms in SQL (as the driver timed them)")
+    print(
+        f"  template rendering {render_seconds / args.requests * 1000:.2f} ms "
+        f"({render_seconds / total:.0%} of the request)"
+    )
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
+    print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,14 @@ class RunQuerySet(models.QuerySet):
             "group",
         )
 
+    def for_listing(self) -> RunQuerySet:
+        """Runs as tables and charts show them: with the workload (for its parameters), without
+        the JSON that only a run's own page reads. Decoding each row's spec, labels and
+        metrics cost a benchmark page most of its time."""
+        return self.select_related("workload").defer(
+            "spec", "labels", "source_metrics", "workload__spec", "workload__tensors"
+        )
+
     def history_of(self, run) -> RunQuerySet:
         """The same cell across publications (CI runs), oldest first.
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runs.models import Run
 from tests.conftest import EXAMPLE_EXTERNAL_ID
@@ -135,3 +137,21 @@ def test_kernel_names_that_are_not_slugs_have_pages(client, db):
     assert page.status_code == 200
     assert "dyt_beta=False" in page.content.decode()
     assert client.get("/api/v1/benchmarks/dyt_beta=False/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_tables_kept_per_data_change_show_a_change_at_once(client, settings):
+    """The rendered tables are kept until the data changes, never longer: a run's new median
+    is on the next page. A view asked for again reads the benchmark and the data version only."""
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0
+    bench = BenchmarkFactory(slug="rms_norm")
+    run = RunFactory(benchmark=bench, rank=1, median=123_400)
+    assert "123.4 µs" in text_of(client.get("/benchmarks/rms_norm/"))
+    with CaptureQueriesContext(connection) as ctx:
+        client.get("/benchmarks/rms_norm/")
+    tables = {re.search(r'FROM "(\w+)"', q["sql"]).group(1) for q in ctx.captured_queries}
+    assert tables == {"runs_dataversion", "runs_benchmark"}
+    Run.objects.filter(pk=run.pk).update(median=567_800)  # no signal: the database trigger
+    text = text_of(client.get("/benchmarks/rms_norm/"))
+    assert "567.8 µs" in text and "123.4 µs" not in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from django.conf import settings
@@ -9,6 +10,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Max, Min, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_safe
@@ -38,7 +40,7 @@ from runs.pages.presenters import (
 )
 from runs.read import memo
 from runs.read.filters import RunFilter
-from runs.read.freshness import data_fingerprint, public_page
+from runs.read.freshness import cached_per_data_change, data_fingerprint, public_page
 from runs.reference.catalogue import param_order
 from runs.reference.plausibility import floor_for
 
@@ -243,16 +245,37 @@ def run_compare(request: HttpRequest, public_id: str, other_id: str) -> HttpResp
 @public_page
 def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     benchmark = get_object_or_404(Benchmark, slug=slug)
+    # The tables and charts change only with the data: rendered once per data change and
+    # choice of view, and kept in the process (a few hundred runs go into one).
+    choice = repr(tuple(request.GET.get(name, "") for name in BENCHMARK_CHOICES))
+    status, body = cached_per_data_change(
+        f"benchmark:{benchmark.pk}:{hashlib.sha256(choice.encode()).hexdigest()[:24]}",
+        lambda: _benchmark_body(benchmark, request.GET),
+        using="fragments",
+        keep=lambda value: value[0] == 200,
+    )
+    return render(
+        request,
+        "runs/benchmark_detail.html",
+        {"benchmark": benchmark, "body": body, "canonical": _canonical(request)},
+        status=status,
+    )
+
+
+# The query parameters benchmark_view reads; nothing else changes the page.
+BENCHMARK_CHOICES = ("source", "gpu", "pass", "metric", "baseline", "plot", "workload")
+
+
+def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     latest = {
         pub.source_id: pub for pub in Publication.objects.latest_per_source(benchmark=benchmark)
     }
-    runs = (
+    runs = list(
         Run.objects.public()
         .filter(benchmark=benchmark, publication__in=[p.pk for p in latest.values()])
-        .select_related("workload")
+        .for_listing()
         .order_by("timed_pass", "metric", "sweep_value", "rank")
     )
-    runs = list(runs)
     memo.attach(runs)
     by_publication: dict[int, list[Run]] = {p.pk: [] for p in latest.values()}
     for run in runs:
@@ -262,14 +285,14 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
         for pub in latest.values()
         for panel in benchmark_panels(benchmark, by_publication[pub.pk])
     ]
-    context = {"benchmark": benchmark, "latest": latest, "canonical": _canonical(request)}
+    context = {"benchmark": benchmark, "latest": latest}
     try:
-        context["view"] = view = benchmark_view(panels, request.GET)
+        context["view"] = view = benchmark_view(panels, params)
     except BadChoice as exc:
         context["error"] = str(exc)
-        return render(request, "runs/benchmark_detail.html", context, status=400)
+        return 400, render_to_string("runs/_benchmark_body.html", context)
     _mark_host_dominated([r for _, cells in view.rows for r, _ in cells if r is not None])
-    return render(request, "runs/benchmark_detail.html", context)
+    return 200, render_to_string("runs/_benchmark_body.html", context)
 
 
 def _mark_host_dominated(runs: list[Run]) -> None:

@@ -21,7 +21,7 @@ from functools import wraps
 
 from django.apps import apps
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -182,16 +182,21 @@ def once_per_data_change(name: str, compute):
     return hit[1]
 
 
-def cached_per_data_change(key: str, compute, timeout: int = 3600):
-    """compute(), kept in the shared cache under the data fingerprint: for per-object parts of
-    a page (a run's history chart, its manifest) that stay the same until the data changes. A
-    cache outage computes every time; it never serves a value under another fingerprint."""
+def cached_per_data_change(key: str, compute, *, using: str = "default", keep=None):
+    """compute(), kept in a cache under the data fingerprint: for per-object parts of a page (a
+    run's history chart, a benchmark page's rendered tables) that stay the same until the data
+    changes. `using="fragments"` keeps it in the process's memory (no round trip); `keep`
+    decides which values are worth keeping (not error pages, whose keys a client can vary at
+    will). A cache outage computes every time; it never serves a value under another
+    fingerprint."""
     fingerprint, _ = data_fingerprint()
     full = f"part:{key}:{fingerprint}"
-    value = _cache_call(cache.get, full)
+    store = caches[using]
+    value = _cache_call(store.get, full)
     if value is None:
         value = compute()
-        _cache_call(cache.set, full, value, timeout)
+        if keep is None or keep(value):
+            _cache_call(store.set, full, value, 3600)
     return value
 
 

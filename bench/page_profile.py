@@ -1,16 +1,17 @@
-"""Where an uncached run page's time goes, in-process.
+"""Where an uncached page's time goes, in-process.
 
-Requests the run page with the page cache off through Django's test client against the
-database DATABASE_URL names (load it first: `manage.py demo --no-serve`), and prints the mean
-time per request, its queries, the share spent in SQL and in template rendering, and cProfile's
-top entries by cumulative time.
+Requests a page (by default the example run's) with the page cache off through Django's test
+client against the database DATABASE_URL names (load it first: `manage.py demo --no-serve`),
+and prints the mean time per request, its queries, the share spent in template rendering, and
+cProfile's top entries by cumulative time.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/ki_demo python bench/run_page_profile.py \
-        [--run 8827e3bb] [--requests 200] [--top 25]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/ki_demo python bench/page_profile.py \
+        [--url /runs/8827e3bb/] [--requests 200] [--top 25]
 
-The first request after a data change fills the per-process catalogue and the per-run
-precomputed parts; the figures are of the warm requests after it, which is what a reader who is
-not the first to open a page after a data change gets.
+The first request after a data change fills the per-process catalogue and the parts kept per
+data change; the figures are of the warm requests after it, which is what every reader but the
+first after a data change gets. `--cold` measures that first reader instead: the data version
+is moved before every request.
 """
 
 from __future__ import annotations
@@ -38,22 +39,33 @@ from django.template import Template  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
+from runs.read import freshness  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--run", default="8827e3bb")
+    parser.add_argument("--url", default="/runs/8827e3bb/")
+    parser.add_argument(
+        "--cold", action="store_true", help="move the data version before each request"
+    )
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     setup_test_environment()
     client = Client()
-    url = f"/runs/{args.run}/"
+    url = args.url
+
+    def get():
+        if args.cold:
+            freshness.reset()
+        return client.get(url)
+
     first = client.get(url)
     if first.status_code != 200:
         sys.exit(f"{url} answered {first.status_code}: load the demo data first.")
 
     with CaptureQueriesContext(connection) as ctx:
-        client.get(url)
+        get()
     queries = len(ctx.captured_queries)
     sql_seconds = sum(float(q["time"]) for q in ctx.captured_queries)
 
@@ -76,18 +88,19 @@ def main() -> None:
     Template.render = timed
     start = time.perf_counter()
     for _ in range(args.requests):
-        client.get(url)
+        get()
     total = time.perf_counter() - start
     Template.render = original
 
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(args.requests):
-        client.get(url)
+        get()
     profiler.disable()
 
     per = total / args.requests
-    print(f"run page {url}, page cache off, {args.requests} warm requests, {connection.vendor}")
+    kind = "cold (data version moved before each)" if args.cold else "warm"
+    print(f"{url}, page cache off, {args.requests} {kind} requests, {connection.vendor}")
     print(f"  {per * 1000:.2f} ms a request, {len(first.content):,} bytes")
     print(f"  {queries} queries, {sql_seconds * 1000:.2f} ms in SQL (as the driver timed them)")
     print(

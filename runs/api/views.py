@@ -134,7 +134,8 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     pagination_class = StrictCursorPagination
 
     def get_queryset(self):
-        return _runs()
+        # The list shows no spec, labels or metrics: leave their JSON undecoded.
+        return _runs().for_listing()
 
 
 @method_decorator(public_page, name="dispatch")

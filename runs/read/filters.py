@@ -4,17 +4,25 @@ Every filter lands on an indexed column of runs_run: foreign keys are indexed by
 choice columns by 0003_read_indexes. Text filters (free-text search, slugs of related rows)
 are resolved against the small catalogue tables first and reach runs_run as an indexed
 `IN (...)` on a foreign key, never as a LIKE over the run table.
+
+Free text is resolved in its own query into lists of ids, not left as subqueries: PostgreSQL
+cannot combine `a IN (SELECT ...) OR b IN (SELECT ...)` with indexes (it filters every row of
+runs_run), while an OR of literal id lists is a BitmapOr of the foreign-key indexes, or a walk
+down the sort index when the text matches most runs. The catalogue tables are a few hundred
+rows each, so matching inside them costs little whatever the number of runs, and nothing is
+denormalised onto runs_run for ingest to keep up to date.
 """
 
 from __future__ import annotations
 
 import django_filters
-from django.db.models import Q
+from django.db.models import Q, Value
 
 from runs.models import (
     Benchmark,
     Environment,
     Evidence,
+    Gpu,
     Implementation,
     Metric,
     Run,
@@ -30,9 +38,54 @@ ORDERINGS = {
 }
 
 
+# Where free text is looked for: (foreign key on runs_run, catalogue rows whose text matches).
+def _search_sources(value: str) -> list[tuple[str, object]]:
+    return [
+        (
+            "benchmark",
+            Benchmark.objects.filter(Q(title__icontains=value) | Q(slug__icontains=value)),
+        ),
+        (
+            "implementation",
+            Implementation.objects.filter(
+                Q(display_name__icontains=value) | Q(provider_key__icontains=value)
+            ),
+        ),
+        (
+            "environment",
+            Environment.objects.filter(
+                gpu__in=Gpu.objects.filter(
+                    Q(upstream_name__icontains=value) | Q(slug__icontains=value)
+                ).values("id")
+            ),
+        ),
+        ("workload", Workload.objects.filter(label__icontains=value)),
+    ]
+
+
+def search_condition(value: str) -> Q:
+    """Runs whose benchmark, implementation, GPU or workload matches `value`, as literal id
+    lists on runs_run's indexed foreign keys (one query over the catalogue tables)."""
+    parts = [
+        rows.order_by().annotate(column=Value(column)).values_list("column", "id")
+        for column, rows in _search_sources(value)
+    ]
+    ids: dict[str, list[int]] = {}
+    for column, pk in parts[0].union(*parts[1:], all=True):
+        ids.setdefault(column, []).append(pk)
+    if not ids:
+        return Q(pk__in=[])
+    condition = Q()
+    for column, pks in ids.items():
+        condition |= Q(**{f"{column}_id__in": pks})
+    return condition
+
+
 class RunFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(
-        method="search", label="Search", help_text="Benchmark or implementation name"
+        method="search",
+        label="Search",
+        help_text="Part of a benchmark, implementation, GPU or workload name",
     )
     benchmark = django_filters.CharFilter(method="by_benchmark", label="Benchmark (slug)")
     implementation = django_filters.CharFilter(
@@ -62,14 +115,7 @@ class RunFilter(django_filters.FilterSet):
         value = value.strip()[:100]
         if not value:
             return queryset
-        benchmarks = Benchmark.objects.filter(Q(title__icontains=value) | Q(slug__icontains=value))
-        implementations = Implementation.objects.filter(
-            Q(display_name__icontains=value) | Q(provider_key__icontains=value)
-        )
-        return queryset.filter(
-            Q(benchmark__in=benchmarks.values("id"))
-            | Q(implementation__in=implementations.values("id"))
-        )
+        return queryset.filter(search_condition(value))
 
     def by_benchmark(self, queryset, name, value):
         return queryset.filter(benchmark__in=Benchmark.objects.filter(slug=value).values("id"))

@@ -9,7 +9,7 @@ import pytest
 
 from runs.models import Evidence, Run
 from tests.factories import BenchmarkFactory, GpuFactory, RunFactory, SourceFactory
-from tests.pages import text_of
+from tests.pages import grow, queries, text_of
 
 
 @pytest.fixture
@@ -145,3 +145,31 @@ def test_superseded_revisions_are_not_listed(client):
 
     data_changed()
     assert run.public_id not in ids(client.get("/runs/"))
+
+
+@pytest.mark.django_db
+def test_query_counts_do_not_grow(client, settings):
+    """Unfiltered, filtered, sorted, searched and a second page: the same queries at 70 runs
+    and at 470 (counting stops at the cap, pages start at their cursor)."""
+    settings.PAGE_CACHE_SECONDS = 0
+    urls = [
+        "/runs/",
+        "/runs/?benchmark=rms_norm&timed_pass=forward",
+        "/runs/?benchmark=rms_norm&timed_pass=forward&ordering=median",
+        "/runs/?q=rms",
+        "/runs/?ordering=-rank",
+    ]
+
+    def counts() -> list[int]:
+        # The second page of each, through the link the first page shows.
+        second = [
+            unescape(re.search(r'rel="next" href="\?([^"]+)"', client.get(u).content.decode())[1])
+            for u in urls
+        ]
+        return [queries(client, u) for u in urls + [f"/runs/?{q}" for q in second]]
+
+    RunFactory.create_batch(60)
+    grow(60)
+    small = counts()
+    grow(400)
+    assert counts() == small

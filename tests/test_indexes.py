@@ -63,9 +63,7 @@ def test_no_index_repeats_the_leading_columns_of_another():
         (name, other)
         for name, c in indexes.items()
         for other, d in indexes.items()
-        if name != other
-        and not c["unique"]
-        and d["columns"][: len(c["columns"])] == c["columns"]
+        if name != other and not c["unique"] and d["columns"][: len(c["columns"])] == c["columns"]
     ]
     assert redundant == []
 

@@ -43,6 +43,11 @@ class BadQuery(ValueError):
 BAD_CURSOR = "Not a cursor this page issued: follow the next and previous links."
 
 
+def _bigint(value: object) -> bool:
+    # A number the database column can hold: a larger one would fail in the query, not here.
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
 @dataclass(frozen=True)
 class Cursor:
     """A position between two rows: the sort value and id of the row it follows (`after`) or
@@ -70,7 +75,7 @@ class Cursor:
                 {"cursor": "This cursor belongs to another sort order: start from the first page."}
             )
         column = ORDERINGS[sort.lstrip("-")]
-        valid = type(pk) is int and before in (0, 1)
+        valid = _bigint(pk) and before in (0, 1)
         if column in DATETIMES and valid and isinstance(value, str):
             try:
                 value = datetime.fromisoformat(value)
@@ -80,7 +85,7 @@ class Cursor:
         elif value is None:
             valid = valid and column in NULLABLE
         else:
-            valid = valid and type(value) is int and column not in DATETIMES
+            valid = valid and _bigint(value) and column not in DATETIMES
         if not valid:
             raise BadQuery({"cursor": BAD_CURSOR})
         return cls(sort, value, pk, bool(before))

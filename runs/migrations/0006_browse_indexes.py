@@ -36,6 +36,10 @@ class Migration(migrations.Migration):
         ),
         migrations.RemoveIndex(
             model_name="run",
+            name="run_bench_pass_metric",
+        ),
+        migrations.RemoveIndex(
+            model_name="run",
             name="run_observed",
         ),
         migrations.RemoveIndex(
@@ -215,6 +219,22 @@ class Migration(migrations.Migration):
             model_name="run",
             index=models.Index(
                 condition=models.Q(("is_current", True)), fields=["rank", "id"], name="run_rank_id"
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("is_current", True)),
+                fields=["benchmark", "observed_at", "id"],
+                name="run_bench_observed",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("is_current", True)),
+                fields=["benchmark", "median", "id"],
+                name="run_bench_median",
             ),
         ),
     ]

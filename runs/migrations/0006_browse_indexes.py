@@ -58,7 +58,8 @@ class Migration(migrations.Migration):
         # drops every single-column index it finds on the column, which for public_id includes
         # the run_one_current_revision constraint. The database side drops exactly the indexes
         # Django named when it created them (the same names on every backend; the _like ones
-        # exist on PostgreSQL only).
+        # exist on PostgreSQL only, and going back does not recreate them: no query reads a
+        # prefix pattern of these columns).
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(

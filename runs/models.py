@@ -292,6 +292,10 @@ class ComparisonGroup(models.Model):
         return reverse("runs:group", args=[self.key.removeprefix("sha256:")[:16]])
 
 
+# The rows every public read is limited to (RunQuerySet.public).
+CURRENT = models.Q(is_current=True)
+
+
 class Run(models.Model):
     """One published measurement.
 
@@ -300,20 +304,34 @@ class Run(models.Model):
     becomes a new revision with the same public id; older revisions stay, not current.
     """
 
-    public_id = models.CharField(max_length=8, db_index=True)
+    public_id = models.CharField(max_length=8)
     revision = models.PositiveSmallIntegerField(default=1)
     is_current = models.BooleanField(default=True)
 
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="runs")
-    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="runs")
-    benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="runs")
-    implementation = models.ForeignKey(
-        Implementation, on_delete=models.PROTECT, related_name="runs"
+    source = models.ForeignKey(
+        Source, on_delete=models.PROTECT, related_name="runs", db_index=False
     )
-    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
-    protocol = models.ForeignKey(Protocol, on_delete=models.PROTECT, related_name="runs")
-    environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="runs")
-    group = models.ForeignKey(ComparisonGroup, on_delete=models.PROTECT, related_name="runs")
+    publication = models.ForeignKey(
+        Publication, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    benchmark = models.ForeignKey(
+        Benchmark, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    implementation = models.ForeignKey(
+        Implementation, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    workload = models.ForeignKey(
+        Workload, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    protocol = models.ForeignKey(
+        Protocol, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    environment = models.ForeignKey(
+        Environment, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    group = models.ForeignKey(
+        ComparisonGroup, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
 
     timed_pass = models.CharField(max_length=16, choices=TimedPass.choices)
     metric = models.CharField(max_length=16, choices=Metric.choices)
@@ -332,10 +350,8 @@ class Run(models.Model):
     name = models.CharField(max_length=120)
     title = models.CharField(max_length=300)
     spec = models.JSONField()
-    digest = models.CharField(max_length=DIGEST_LENGTH, db_index=True)
-    evidence = models.CharField(
-        max_length=16, choices=Evidence.choices, default=Evidence.REPORTED, db_index=True
-    )
+    digest = models.CharField(max_length=DIGEST_LENGTH)
+    evidence = models.CharField(max_length=16, choices=Evidence.choices, default=Evidence.REPORTED)
 
     # Written by the ranking query after every ingest (see runs.sources.ranking), never by hand.
     rank = models.PositiveIntegerField(null=True)
@@ -357,22 +373,43 @@ class Run(models.Model):
                 fields=["source", "external_id", "revision"], name="run_unique_external_revision"
             ),
         ]
+        # Every index here is read by something named beside it; each write pays for all of
+        # them, so none is kept "in case" (tests/test_indexes.py holds the schema to this list).
+        # Foreign keys carry db_index=False and get their index here, once, or not at all.
+        # The unique constraints above serve public_id (run page, revision manifests, new ids)
+        # and (source, external_id) (the pipeline's lookup of existing rows, the API lookup).
         indexes = [
+            # Group page and the run page's leader: runs of a group in rank order.
             models.Index(fields=["group", "rank"], name="run_group_rank"),
+            # The browse/API `benchmark` filter and `q` on benchmark names, sorted by the default
+            # (newest observed) or by median: a benchmark's runs in page order, so a second
+            # filter discards a few rows of that benchmark, not thousands of every other one.
             models.Index(
-                fields=["benchmark", "timed_pass", "metric"], name="run_bench_pass_metric"
+                fields=["benchmark", "observed_at", "id"],
+                name="run_bench_observed",
+                condition=CURRENT,
             ),
-            models.Index(fields=["source", "external_id"], name="run_source_external"),
+            models.Index(
+                fields=["benchmark", "median", "id"], name="run_bench_median", condition=CURRENT
+            ),
+            # Ranking and the benchmark page: the current runs of one publication.
+            models.Index(fields=["publication"], name="run_publication"),
+            # Source page: a source's revised runs.
+            models.Index(fields=["source", "-revision"], name="run_source_revision"),
+            # Filters, and `q` on GPU, implementation and workload names.
             models.Index(fields=["environment"], name="run_environment"),
             models.Index(fields=["implementation"], name="run_implementation"),
-            models.Index(fields=["-observed_at"], name="run_observed"),
-            models.Index(fields=["-created_at"], name="run_created"),
-            # Browse filters, source revisions): one index per filterable column.
+            models.Index(fields=["workload"], name="run_workload"),
             models.Index(fields=["timed_pass"], name="run_timed_pass"),
             models.Index(fields=["metric"], name="run_metric"),
-            models.Index(fields=["source", "-revision"], name="run_source_revision"),
-            models.Index(fields=["median"], name="run_median"),
-            models.Index(fields=["rank"], name="run_rank"),
+            models.Index(fields=["evidence"], name="run_evidence"),
+            # Sorts (browse, API list, home, feed): the sort column then the unique tie-breaker,
+            # so keyset pages start inside the index, read forwards or backwards. Only current
+            # runs are ever sorted, so superseded revisions stay out of these four.
+            models.Index(fields=["median", "id"], name="run_median_id", condition=CURRENT),
+            models.Index(fields=["observed_at", "id"], name="run_observed_id", condition=CURRENT),
+            models.Index(fields=["created_at", "id"], name="run_created_id", condition=CURRENT),
+            models.Index(fields=["rank", "id"], name="run_rank_id", condition=CURRENT),
         ]
 
     def __str__(self) -> str:

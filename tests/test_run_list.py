@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+from html import unescape
+
 import pytest
 
 from runs.models import Evidence, Run
 from tests.factories import BenchmarkFactory, GpuFactory, RunFactory, SourceFactory
-from tests.pages import text_of
+from tests.pages import grow, queries, text_of
 
 
 @pytest.fixture
@@ -32,7 +36,7 @@ def mixed(db):
 
 
 def ids(response) -> set[str]:
-    return {r.public_id for r in response.context["page"].object_list}
+    return {r.public_id for r in response.context["page"].runs}
 
 
 @pytest.mark.parametrize(
@@ -60,10 +64,10 @@ def test_filters(client, mixed, query, expected):
 
 def test_sorting_by_median(client, mixed):
     response = client.get("/runs/?benchmark=llama4_rope&timed_pass=forward&ordering=median")
-    medians = [r.median for r in response.context["page"].object_list]
+    medians = [r.median for r in response.context["page"].runs]
     assert medians == sorted(medians) and len(medians) == 3
     response = client.get("/runs/?benchmark=llama4_rope&timed_pass=forward&ordering=-median")
-    assert [r.median for r in response.context["page"].object_list] == sorted(medians, reverse=True)
+    assert [r.median for r in response.context["page"].runs] == sorted(medians, reverse=True)
 
 
 @pytest.mark.parametrize(
@@ -82,18 +86,53 @@ def test_bad_filter_values_are_400_with_a_message(client, mixed, query, message)
     assert message in text_of(response)
 
 
+def _follow(client, response, rel: str):
+    link = re.search(rf'<a rel="{rel}" href="([^"]+)"', response.content.decode())
+    return client.get("/runs/" + unescape(link.group(1))) if link else None
+
+
 @pytest.mark.django_db
-def test_pagination(client):
-    RunFactory.create_batch(55)
-    first = client.get("/runs/")
-    assert len(first.context["page"].object_list) == 50
-    assert "page 1 of 2" in text_of(first) and 'rel="next"' in first.content.decode()
-    second = client.get("/runs/?page=2")
-    assert len(second.context["page"].object_list) == 5
-    assert not ids(first) & ids(second)
-    # Out of range or junk page numbers clamp instead of failing.
-    assert client.get("/runs/?page=99").status_code == 200
-    assert client.get("/runs/?page=abc").status_code == 200
+@pytest.mark.parametrize(
+    "ordering", ["", "median", "-median", "observed", "rank", "-rank", "-imported"]
+)
+def test_cursor_pages_walk_every_run_once_both_ways(client, ordering):
+    runs = RunFactory.create_batch(55)
+    # Ties on the sort column and unranked runs: the id breaks ties, NULL ranks come last.
+    Run.objects.filter(pk__in=[r.pk for r in runs[:30]]).update(median=500, rank=2)
+    Run.objects.filter(pk__in=[r.pk for r in runs[50:]]).update(rank=None)
+    first = client.get(f"/runs/?ordering={ordering}")
+    assert len(first.context["page"].runs) == 50 and 'rel="prev"' not in first.content.decode()
+    second = _follow(client, first, "next")
+    assert second.status_code == 200 and len(second.context["page"].runs) == 5
+    assert 'rel="next"' not in second.content.decode()
+    assert ids(first) | ids(second) == {r.public_id for r in runs}
+    back = _follow(client, second, "prev")
+    assert [r.pk for r in back.context["page"].runs] == [r.pk for r in first.context["page"].runs]
+    assert 'rel="prev"' not in back.content.decode()
+
+
+@pytest.mark.django_db
+def test_count_is_capped_and_labelled(client, monkeypatch):
+    from runs.read import browse
+
+    monkeypatch.setattr(browse, "COUNT_CAP", 3)
+    RunFactory.create_batch(3)
+    assert "3 runs match" in text_of(client.get("/runs/"))
+    RunFactory()
+    assert "More than 3 runs match" in text_of(client.get("/runs/"))
+
+
+@pytest.mark.django_db
+def test_malformed_cursor_is_400_with_a_message(client):
+    from runs.read.browse import Cursor
+
+    RunFactory.create_batch(2)
+    other_sort = Cursor("median", 1, 1).encode()
+    too_big = Cursor("-observed", datetime.now(UTC), 10**30).encode()
+    for cursor in ["%%%", "bm90LWEtY3Vyc29y", "WyJtZWRpYW4iLCJ4IiwxLDBd", other_sort, too_big]:
+        response = client.get(f"/runs/?cursor={cursor}")
+        assert response.status_code == 400, cursor
+        assert "cursor:" in text_of(response), cursor
 
 
 @pytest.mark.django_db
@@ -104,3 +143,31 @@ def test_superseded_revisions_are_not_listed(client):
 
     data_changed()
     assert run.public_id not in ids(client.get("/runs/"))
+
+
+@pytest.mark.django_db
+def test_query_counts_do_not_grow(client, settings):
+    """Unfiltered, filtered, sorted, searched and a second page: the same queries at 70 runs
+    and at 580 (counting stops at the cap, pages start at their cursor)."""
+    settings.PAGE_CACHE_SECONDS = 0
+    urls = [
+        "/runs/",
+        "/runs/?benchmark=rms_norm&timed_pass=forward",
+        "/runs/?benchmark=rms_norm&timed_pass=forward&ordering=median",
+        "/runs/?q=rms",
+        "/runs/?ordering=-rank",
+    ]
+
+    def counts() -> list[int]:
+        # The second page of each, through the link the first page shows.
+        second = [
+            unescape(re.search(r'rel="next" href="\?([^"]+)"', client.get(u).content.decode())[1])
+            for u in urls
+        ]
+        return [queries(client, u) for u in urls + [f"/runs/?{q}" for q in second]]
+
+    RunFactory.create_batch(60)
+    grow(120)  # 60 of them rms_norm: every list has a second page
+    small = counts()
+    grow(400)
+    assert counts() == small

@@ -39,6 +39,7 @@ from runs.pages.presenters import (
     upstream_file,
 )
 from runs.read import memo
+from runs.read.browse import BadQuery, browse
 from runs.read.filters import RunFilter
 from runs.read.freshness import cached_per_data_change, data_fingerprint, public_page
 from runs.reference.catalogue import param_order
@@ -333,36 +334,32 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
 @require_safe
 @public_page
 def run_list(request: HttpRequest) -> HttpResponse:
-    base = Run.objects.public().select_related("workload")
-    filterset = RunFilter(request.GET or None, queryset=base)
-    if filterset.is_bound and not filterset.is_valid():
-        return render(
-            request,
-            "runs/run_list.html",
-            {"filter": filterset, "page": None, "canonical": _canonical(request)},
-            status=400,
-        )
-    queryset = filterset.qs
-    if not queryset.query.order_by:  # no (usable) sort asked for: newest observations first
-        queryset = queryset.order_by("-observed_at", "public_id")
-    page = Paginator(queryset, 50).get_page(request.GET.get("page"))
-    page.object_list = list(page.object_list)
-    memo.attach(page.object_list)
+    context = {
+        "canonical": _canonical(request),
+        "benchmarks": Benchmark.objects.order_by("title").only("slug", "title"),
+        "gpus": Gpu.objects.only("slug", "upstream_name"),
+        "sources": Source.objects.only("slug", "name"),
+    }
+    try:
+        listing = browse(request.GET)
+    except BadQuery as bad:
+        # The form keeps what was typed, so the reader can fix it.
+        filterset = RunFilter(request.GET or None, queryset=Run.objects.none())
+        context.update(filter=filterset, page=None, errors=bad.errors)
+        return render(request, "runs/run_list.html", context, status=400)
+    page = listing.page()
+    memo.attach(page.runs)
     query = request.GET.copy()
-    query.pop("page", None)
-    return render(
-        request,
-        "runs/run_list.html",
-        {
-            "filter": filterset,
-            "page": page,
-            "query": query.urlencode(),
-            "canonical": _canonical(request),
-            "benchmarks": Benchmark.objects.order_by("title").only("slug", "title"),
-            "gpus": Gpu.objects.only("slug", "upstream_name"),
-            "sources": Source.objects.only("slug", "name"),
-        },
+    query.pop("cursor", None)
+    query.pop("page", None)  # links from before cursors: they start at the first page
+    context.update(
+        filter=listing.filterset,
+        page=page,
+        query=query.urlencode(),
+        next_cursor=page.next.encode() if page.next else "",
+        previous_cursor=page.previous.encode() if page.previous else "",
     )
+    return render(request, "runs/run_list.html", context)
 
 
 @require_safe

@@ -65,6 +65,7 @@ COLUMNS: list[tuple[str, str, str | None, str | None]] = [
     ("comparison_key", "group__key", None, None),
 ]
 HEADER = [column for column, *_ in COLUMNS]
+OBSERVED = HEADER.index("observed_at")
 FORMATS = ("csv", "jsonl")
 CONTROL_PARAMS = {"after"}
 
@@ -118,29 +119,23 @@ def rows(queryset, *, after: int = 0) -> Iterator[tuple[int, list]]:
                 values = list(row[1:])
                 for i, table, get in getters:
                     values[i] = get(tables[table][values[i]])
+            values[OBSERVED] = values[OBSERVED].isoformat()
             yield row[0], values
         after = chunk[-1][0]
         if len(chunk) < CHUNK_ROWS:
             return
 
 
-def _csv_lines(header: list[str]) -> tuple[Callable[[list], str], str]:
+def _csv(rows: list[list]) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
-
-    def line(values: list) -> str:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerow([v.isoformat() if hasattr(v, "isoformat") else v for v in values])
-        return buffer.getvalue()
-
-    return line, line(header)
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue()
 
 
-def _jsonl_line(values: list) -> str:
-    record = dict(zip(HEADER, values, strict=True))
-    record["observed_at"] = record["observed_at"].isoformat()
-    return json.dumps(record, ensure_ascii=False) + "\n"
+def _jsonl(rows: list[list]) -> str:
+    return "".join(
+        json.dumps(dict(zip(HEADER, row, strict=True)), ensure_ascii=False) + "\n" for row in rows
+    )
 
 
 def trailer(fmt: str, *, rows: int, sha256: str, next_url: str | None = None) -> str:
@@ -169,28 +164,23 @@ def stream(
     ends by itself before the server's worker timeout cuts it.
     """
     digest = hashlib.sha256()
-    count = 0
-    started = time.monotonic()
-    if fmt == "csv":
-        line, head = _csv_lines(HEADER)
-        block = [head]
-    else:
-        line, block = _jsonl_line, []
-    last_id = None
+    encode = _csv if fmt == "csv" else _jsonl
+    head = _csv([HEADER]) if fmt == "csv" else ""
+    count, block, started = 0, [], time.monotonic()
     for count, (last_id, values) in enumerate(runs, 1):  # noqa: B007 - count is read below
-        block.append(line(values))
-        if count % CHUNK_ROWS == 0:
-            data = "".join(block).encode()
+        block.append(values)
+        if len(block) == CHUNK_ROWS:
+            data = (head + encode(block)).encode()
             digest.update(data)
             yield data
-            block = []
-            if budget is not None and time.monotonic() - started > budget:
-                if next_url is not None:
-                    yield trailer(
-                        fmt, rows=count, sha256=digest.hexdigest(), next_url=next_url(last_id)
-                    ).encode()
-                    return
-    data = "".join(block).encode()
+            head, block = "", []
+            if budget is not None and next_url and time.monotonic() - started > budget:
+                end = trailer(
+                    fmt, rows=count, sha256=digest.hexdigest(), next_url=next_url(last_id)
+                )
+                yield end.encode()
+                return
+    data = (head + encode(block)).encode()
     digest.update(data)
     yield data + trailer(fmt, rows=count, sha256=digest.hexdigest()).encode()
 

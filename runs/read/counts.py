@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 # Keys carry the fingerprint, so an old entry is never read again; the timeout only reclaims it.
 CACHE_SECONDS = 24 * 3600
-_local: dict = {"key": None, "value": None}
+# One (key, counts) pair, replaced whole, so a thread never pairs one key with other counts.
+_local: dict = {"entry": (None, None)}
 
 
 def _home() -> dict:
@@ -40,8 +41,9 @@ def home() -> dict:
     # Read the fingerprint before the counts: counts computed after it are at least as new as
     # the data it names, so no key ever holds counts older than its fingerprint.
     key = f"counts:home:{fingerprint}"
-    if _local["key"] == key:
-        return _local["value"]
+    held_key, held = _local["entry"]
+    if held_key == key:
+        return held
     try:
         value = cache.get(key)
     except Exception:  # noqa: BLE001 - the cache is an accelerator; count without it
@@ -53,5 +55,5 @@ def home() -> dict:
             cache.set(key, value, CACHE_SECONDS)
         except Exception:  # noqa: BLE001
             logger.warning("counts cache unavailable", exc_info=True)
-    _local.update(key=key, value=value)
+    _local["entry"] = (key, value)
     return value

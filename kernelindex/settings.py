@@ -213,6 +213,11 @@ SPECTACULAR_SETTINGS = {
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", "300")
 FINGERPRINT_TTL = float(os.getenv("FINGERPRINT_TTL", "2"))
 
+# A streamed export part stops after this many seconds and ends with a trailer naming the next
+# part (runs.read.exports): keep it well below the server's worker timeout (gunicorn's --timeout,
+# 30 s by default), or the worker is killed mid-stream and the client gets a cut-short file.
+EXPORT_STREAM_SECONDS = float(os.getenv("EXPORT_STREAM_SECONDS", "20"))
+
 # Celery. With no REDIS_URL there is no broker: jobs wait as queued and are never run in the
 # web process (so no CELERY_TASK_ALWAYS_EAGER here).
 CELERY_BROKER_URL = REDIS_URL or None

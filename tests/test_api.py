@@ -77,12 +77,14 @@ def test_exports_stream_the_filtered_set(client, liger_bench):
     expected = Run.objects.public().filter(benchmark__slug="llama4_rope").count()
     response = client.get("/api/v1/runs/export.csv", {"benchmark": "llama4_rope"})
     assert response.streaming and response["Content-Type"] == "text/csv; charset=utf-8"
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    *rows, end = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
     assert len(rows) == expected and {r["benchmark"] for r in rows} == {"llama4_rope"}
+    assert end["public_id"] == f"# end rows={expected} sha256={end['public_id'][-64:]}"
     lines = client.get("/api/v1/runs/export.jsonl", {"benchmark": "llama4_rope"})
     assert lines["Content-Type"] == "application/jsonl; charset=utf-8"
-    records = [json.loads(x) for x in b"".join(lines.streaming_content).splitlines()]
+    *records, end = [json.loads(x) for x in b"".join(lines.streaming_content).splitlines()]
     assert len(records) == expected and records[0]["digest"].startswith("sha256:")
+    assert end["export"] == "end" and end["rows"] == expected
 
 
 MALFORMED = [
@@ -97,6 +99,7 @@ MALFORMED = [
     ("/api/v1/runs/lookup/", {"source": "x", "external_id": "y", "z": "1"}, "query"),
     ("/api/v1/runs/export.csv", {"metric": "speed"}, "metric"),
     ("/api/v1/runs/export.jsonl", {"colour": "red"}, "query"),
+    ("/api/v1/runs/export.csv", {"after": "-1"}, "after"),
     ("/api/v1/runs/deadbeef/", {"colour": "red"}, "query"),
     ("/api/v1/benchmarks/", {"cursor": "%%%"}, "cursor"),
     ("/api/v1/benchmarks/", {"ordering": "title"}, "query"),

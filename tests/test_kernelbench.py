@@ -100,7 +100,8 @@ def test_listed_by_home_browse_api_and_export(kb, client):
     api = client.get("/api/v1/runs/?source=kernelbench").json()
     assert api["results"] and {r["statistic"] for r in api["results"]} == {"mean"}
     lines = client.get("/api/v1/runs/export.jsonl?source=kernelbench").getvalue().splitlines()
-    assert len(lines) == 500 and json.loads(lines[0])["statistic"] == "mean"
+    assert len(lines) == 501 and json.loads(lines[0])["statistic"] == "mean"
+    assert json.loads(lines[-1])["rows"] == 500
 
 
 def test_bad_files_are_refused_with_their_entry(tmp_path):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import csv
 import json
 import re
-from collections.abc import Iterator
 from urllib import parse
 
+from django.conf import settings
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -27,7 +26,7 @@ from rest_framework.views import APIView
 
 from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
-from runs.read import memo
+from runs.read import exports, memo
 from runs.read.filters import ORDERINGS, RunFilter
 from runs.read.freshness import public_page
 
@@ -327,32 +326,6 @@ class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
 
 # Bulk export ---------------------------------------------------------------------------------
 
-# (column, queryset field): one list, so a column can never drift from the value under it.
-EXPORT_COLUMNS = [
-    ("public_id", "public_id"),
-    ("revision", "revision"),
-    ("benchmark", "benchmark__slug"),
-    ("implementation", "implementation__provider_key"),
-    ("workload", "workload__label"),
-    ("gpu", "environment__gpu__slug"),
-    ("timed_pass", "timed_pass"),
-    ("metric", "metric"),
-    ("unit", "unit"),
-    ("median", "median"),
-    ("statistic", "protocol__primary_statistic"),
-    ("p20", "p20"),
-    ("p80", "p80"),
-    ("rank", "rank"),
-    ("evidence", "evidence"),
-    ("source", "source__slug"),
-    ("publication", "publication__slug"),
-    ("external_id", "external_id"),
-    ("observed_at", "observed_at"),
-    ("digest", "digest"),
-    ("comparison_key", "group__key"),
-]
-EXPORT_HEADER = [column for column, _ in EXPORT_COLUMNS]
-
 
 def _hex_digest(value: str, field: str, what: str) -> str:
     """The 64 hex digits of a sha256 digest in a URL, or a 400 that says what was expected."""
@@ -361,63 +334,38 @@ def _hex_digest(value: str, field: str, what: str) -> str:
     return value
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
+def _export(request: HttpRequest, fmt: str, content_type: str):
+    """One streamed part of an export, ending with a trailer (runs.read.exports): `end` when
+    the set is complete, `partial` with the next part's URL when the part's time budget ran
+    out first, so no part outlives the worker timeout and none ends silently cut short."""
+    queryset, after, errors = exports.filtered(request.GET)
+    if errors:
+        return JsonResponse(errors, status=400)
 
+    def next_url(last_id: int) -> str:
+        params = request.GET.copy()
+        params["after"] = str(last_id)
+        return request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
 
-def _export_rows(request: HttpRequest):
-    unknown = sorted(set(request.GET) - set(RunFilter.base_filters))
-    if unknown:
-        return None, {"query": f"Unknown parameter(s): {', '.join(unknown)}."}
-    filterset = RunFilter(request.GET, queryset=Run.objects.public())
-    if not filterset.is_valid():
-        return None, {k: " ".join(v) for k, v in filterset.errors.items()}
-    # Server-side cursor in chunks: memory stays flat whatever the size of the set.
-    rows = (
-        filterset.qs.order_by("id")
-        .values_list(*(field for _, field in EXPORT_COLUMNS))
-        .iterator(chunk_size=2000)
+    body = exports.stream(
+        fmt,
+        exports.rows(queryset, after=after),
+        budget=settings.EXPORT_STREAM_SECONDS,
+        next_url=next_url,
     )
-    return rows, None
-
-
-def _bad_request(errors: dict):
-    return JsonResponse(errors, status=400)
+    response = StreamingHttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="kernelindex-runs.{fmt}"'
+    return response
 
 
 @require_safe
 def export_csv(request: HttpRequest):
-    rows, errors = _export_rows(request)
-    if errors:
-        return _bad_request(errors)
-    writer = csv.writer(_Echo())
-
-    def stream() -> Iterator[str]:
-        yield writer.writerow(EXPORT_HEADER)
-        for row in rows:
-            yield writer.writerow([v.isoformat() if hasattr(v, "isoformat") else v for v in row])
-
-    response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="kernelindex-runs.csv"'
-    return response
+    return _export(request, "csv", "text/csv; charset=utf-8")
 
 
 @require_safe
 def export_jsonl(request: HttpRequest):
-    rows, errors = _export_rows(request)
-    if errors:
-        return _bad_request(errors)
-
-    def stream() -> Iterator[str]:
-        for row in rows:
-            record = dict(zip(EXPORT_HEADER, row, strict=True))
-            record["observed_at"] = record["observed_at"].isoformat()
-            yield json.dumps(record, ensure_ascii=False) + "\n"
-
-    response = StreamingHttpResponse(stream(), content_type="application/jsonl; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="kernelindex-runs.jsonl"'
-    return response
+    return _export(request, "jsonl", "application/jsonl; charset=utf-8")
 
 
 # Docs ----------------------------------------------------------------------------------------

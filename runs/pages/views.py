@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+from operator import attrgetter
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -40,6 +42,7 @@ from runs.pages.presenters import (
 )
 from runs.read import memo
 from runs.read.browse import BadQuery, browse
+from runs.read.counts import home as home_counts
 from runs.read.filters import RunFilter
 from runs.read.freshness import cached_per_data_change, data_fingerprint, public_page
 from runs.reference.catalogue import param_order
@@ -79,38 +82,41 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
-    current = Run.objects.public()
-    # One grouped count per catalogue, joined in Python: annotating several reverse relations
-    # at once would multiply their rows (runs x imports) before counting.
-    by_benchmark = dict(current.values_list("benchmark").annotate(n=Count("id")))
-    by_gpu = dict(current.values_list("environment__gpu").annotate(n=Count("id")))
-    by_source = dict(current.values_list("source").annotate(n=Count("id")))
-    last_import = dict(ImportRecord.objects.values_list("source").annotate(last=Max("imported_at")))
-    benchmarks = [b for b in Benchmark.objects.order_by("title") if by_benchmark.get(b.pk)]
-    for b in benchmarks:
-        b.n = by_benchmark[b.pk]
-    gpus = [g for g in Gpu.objects.all() if by_gpu.get(g.pk)]
-    for g in gpus:
-        g.n = by_gpu[g.pk]
-    sources = list(Source.objects.all())
-    for src in sources:
-        src.n, src.last = by_source.get(src.pk, 0), last_import.get(src.pk)
-    totals = current.aggregate(n=Count("id"), first=Min("observed_at"))
-    latest = list(current.select_related("workload").order_by("-created_at", "-id")[:10])
+    # Counts over every current run come once per data change (runs.read.counts), the
+    # catalogue rows from the per-process copies: per request, only the ten newest runs.
+    counts = home_counts()
+    tables = memo.tables()
+
+    def counted(rows, by: str, *, every: bool = False) -> list:
+        # Copies: the catalogue rows are shared by every request of the process.
+        found = [copy.copy(row) for row in rows if every or counts[by].get(row.pk)]
+        for row in found:
+            row.n = counts[by].get(row.pk, 0)
+        return found
+
+    gpus = {env.gpu_id: env.gpu for env in tables["environment"].values()}
+    sources = counted(sorted(tables["source"].values(), key=_name), "source", every=True)
+    for source in sources:
+        source.last = counts["last_import"].get(source.pk)
+    latest = list(Run.objects.public().select_related("workload").newest()[:10])
     memo.attach(latest)
     return render(
         request,
         "runs/home.html",
         {
-            "benchmarks": benchmarks,
-            "gpus": gpus,
+            "benchmarks": counted(sorted(tables["benchmark"].values(), key=_title), "benchmark"),
+            "gpus": counted(sorted(gpus.values(), key=_gpu_order), "gpu"),
             "sources": sources,
-            "totals": totals,
+            "totals": {"n": counts["total"], "first": counts["first"]},
             "latest": latest,
-            "groups": ComparisonGroup.objects.count(),
+            "groups": counts["groups"],
             "canonical": _canonical(request),
         },
     )
+
+
+_title, _name = attrgetter("title"), attrgetter("name")
+_gpu_order = attrgetter("vendor", "product", "form_factor")
 
 
 @require_safe

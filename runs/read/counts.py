@@ -1,0 +1,30 @@
+"""Counts over all current runs, computed once per data change instead of once per request.
+
+Each count is a scan of every current run (about a second at a million runs), and the
+numbers only move when the data does. So they are kept under the data fingerprint
+(runs.read.freshness): in the shared cache, where one process's computation serves them all,
+and in a per-process copy, so a warm request makes no round trip for them. Any write to a
+public table moves the fingerprint (database triggers), so an import, a rerun or a raw SQL
+fix all retire the old counts, and nothing that writes has to remember to refresh them.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Max
+
+from runs.models import ComparisonGroup, ImportRecord, Run
+from runs.read.freshness import cached_per_data_change, once_per_data_change
+
+
+def _home() -> dict:
+    counts = Run.objects.public().home_counts()
+    counts["groups"] = ComparisonGroup.objects.count()
+    imports = ImportRecord.objects.order_by().values_list("source")
+    counts["last_import"] = dict(imports.annotate(last=Max("imported_at")))
+    return counts
+
+
+def home() -> dict:
+    """The home page's counts (Run.objects.home_counts() plus comparison groups and the latest
+    import per source) for the data as it is now."""
+    return once_per_data_change("home-counts", lambda: cached_per_data_change("home", _home))

@@ -7,6 +7,7 @@ import re
 import pytest
 from django.test import override_settings
 
+from runs.models import Run
 from tests.conftest import DATA as REPO_DATA
 from tests.pages import text_of
 
@@ -62,6 +63,43 @@ def test_gpu_page(client, liger_bench):
     assert "peak dense bf16 989.4 TFLOP/s" in text
     assert "Llama 4 rotary position embedding" in text
     assert client.get("/gpus/nope/").status_code == 404
+
+
+def test_gpu_and_source_counts_come_once_per_data_change_and_move_with_it(
+    client, liger_bench, settings
+):
+    """Like the home page's: a GPU page's runs per benchmark and a source page's run counts
+    are scans of every run, reused until the data changes and moved at once by a change."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0
+
+    def page(url):
+        with CaptureQueriesContext(connection) as ctx:
+            text = text_of(client.get(url))
+        # Counts over runs_run (a source's publications are a few hundred rows, counted as asked).
+        return text, [
+            q["sql"]
+            for q in ctx.captured_queries
+            if "COUNT(" in q["sql"] and "runs_run" in q["sql"]
+        ]
+
+    gpu_url, source_url = "/gpus/nvidia-h100-80gb-hbm3/", "/sources/liger-kernel-bench/"
+    before, counted = page(gpu_url)
+    assert counted
+    assert page(gpu_url)[1] == [] and page(source_url)[1]
+    assert page(source_url)[1] == []
+    rope = Run.objects.filter(
+        benchmark__slug="llama4_rope", environment__gpu__slug="nvidia-h100-80gb-hbm3"
+    )
+    n = rope.count()
+    assert f"{n:,}" in before
+    Run.objects.filter(pk=rope.first().pk).update(is_current=False)  # no signal: the trigger
+    after, counted = page(gpu_url)
+    assert counted and f"{n - 1:,}" in after
+    assert "2,447 current (2,448 records" in page(source_url)[0]
 
 
 def test_atom_feed_of_new_runs(client, liger_bench):

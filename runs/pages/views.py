@@ -9,7 +9,6 @@ from operator import attrgetter
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -42,6 +41,7 @@ from runs.pages.presenters import (
 )
 from runs.read import memo
 from runs.read.browse import BadQuery, browse
+from runs.read.counts import gpu_benchmarks, source_stats
 from runs.read.counts import home as home_counts
 from runs.read.filters import RunFilter
 from runs.read.freshness import cached_per_data_change, data_fingerprint, public_page
@@ -389,11 +389,7 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     imports = list(ImportRecord.objects.filter(source=source).select_related("publication")[:100])
     for record in imports:
         record.file_name, record.file_url = upstream_file(source.slug, record.location)
-    stats = Run.objects.filter(source=source).aggregate(
-        current=Count("id", filter=Q(is_current=True)),
-        total=Count("id"),
-        revised=Count("id", filter=Q(revision__gt=1)),
-    )
+    stats = source_stats(source.pk)
     revisions = (
         Run.objects.filter(source=source, revision__gt=1)
         .select_related("benchmark", "implementation")
@@ -417,11 +413,11 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    benchmarks = (
-        Benchmark.objects.filter(runs__environment__gpu=gpu, runs__is_current=True)
-        .annotate(n=Count("runs"))
-        .order_by("title")
-    )
+    # Counts over every current run of the GPU: kept per data change (runs.read.counts).
+    per_benchmark = gpu_benchmarks(gpu.pk)
+    benchmarks = list(Benchmark.objects.filter(pk__in=per_benchmark).order_by("title"))
+    for benchmark in benchmarks:
+        benchmark.n = per_benchmark[benchmark.pk]
     return render(
         request,
         "runs/gpu_detail.html",

@@ -8,7 +8,7 @@ For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m,
    data (`manage.py demo --no-serve`: both Liger sources, KernelBench and the reruns). A larger
    size starts as a copy of it and grows through the real ingest path (runs.services.ingest)
    with synthetic CI feeds: the CSVs of data/liger-ci re-labelled under new commit ids
-   (sha1 of "scale-<copy>-<commit>") with their timestamps moved by <copy> days, so each copy
+   (sha1 of "scale-<copy>-<run folder>") with their timestamps moved by <copy> days, so each copy
    of a CI run is a new publication of the liger-kernel-ci source. These extra rows are copies
    of real rows made for load testing only; they are written to a temporary folder, never
    under data/, and never describe a real measurement.
@@ -91,9 +91,11 @@ def database_url(n: int) -> str:
 # Synthetic CI feeds ----------------------------------------------------------------------
 
 
-def copy_commit(copy: int, commit: str) -> str:
-    """The commit id a re-labelled copy of a CI run is published under (7 hex, like upstream)."""
-    return hashlib.sha1(f"scale-{copy}-{commit}".encode()).hexdigest()[:7]
+def copy_commit(copy: int, folder: str) -> str:
+    """The commit id a re-labelled copy of a CI run is published under (7 hex, like upstream).
+    From the whole folder name: a release folder (0a62700-v0.6.4) is a run of its own beside
+    the plain commit's (0a62700), and its copy must not land on the same name."""
+    return hashlib.sha1(f"scale-{copy}-{folder}".encode()).hexdigest()[:7]
 
 
 def ci_folders(root: Path) -> list[str]:
@@ -113,8 +115,7 @@ def relabel(root: Path, dest: Path, copy: int, folders: list[str] | None = None)
     """
     names = []
     for folder in folders if folders is not None else ci_folders(root):
-        commit = folder.partition("-v")[0]
-        name = copy_commit(copy, commit)
+        name = copy_commit(copy, folder)
         with (root / folder / "benchmark.csv").open(newline="") as f:
             rows = list(csv.reader(f))
         column = rows[0].index("timestamp")
@@ -320,7 +321,7 @@ def build(target: int, tmp: Path) -> dict:
     copy = 0
     while (current := Run.objects.public().count()) < target:
         copy += 1
-        todo = [f for f in folders if copy_commit(copy, f.partition("-v")[0]) not in have]
+        todo = [f for f in folders if copy_commit(copy, f) not in have]
         picked, planned = [], 0
         for folder in todo:  # a partial copy for the last step: stop near the target
             if planned >= target - current:
@@ -339,7 +340,8 @@ def build(target: int, tmp: Path) -> dict:
         rows, files, seconds = rows + done, files + len(reports), seconds + took
         print(
             f"  copy {copy}: {len(reports)} files, {done:,} rows in {took:.0f} s "
-            f"({done / took:,.0f} rows/s); runs now {current + done:,} of {target:,}",
+            f"({done / took:,.0f} rows/s); runs now "
+            f"{current + sum(r.created for r in reports):,} of {target:,}",
             flush=True,
         )
     return {"rows": rows, "files": files, "seconds": seconds}

@@ -234,7 +234,11 @@ def _evidence_writes(tree: ast.AST) -> list[int]:
             if name == "setattr" and len(node.args) > 1:
                 if isinstance(node.args[1], ast.Constant) and node.args[1].value == "evidence":
                     lines.append(node.lineno)
+            # Index(fields=[...]) and constraints declare the schema; they write nothing.
+            declares = name in ("Index", "UniqueConstraint", "CheckConstraint")
             for k in node.keywords:
+                if declares:
+                    break
                 if k.arg in ("update_fields", "fields") and "'evidence'" in ast.dump(k.value):
                     lines.append(node.lineno)
             if name == "bulk_update" and "'evidence'" in ast.dump(node):

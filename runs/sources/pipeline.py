@@ -38,8 +38,10 @@ from runs.sources.ranking import rank_publication
 Progress = Callable[[Iterable], Iterable]
 
 # Bounds of what the columns hold; a record outside them is refused with its line, never
-# truncated or left to fail as a database error half-way through a file.
-_MAX_VALUE = 2**63 - 1
+# truncated or left to fail as a database error half-way through a file. Values stop below
+# 2**53, not at the column's 2**63: a run's spec carries them, and canonical JSON has no form
+# for an integer past 2**53 (the digest would fail half-way through the file's COPY).
+_MAX_VALUE = 2**53 - 1
 _LIMITS = {
     "benchmark": 80,
     "external_id": 400,

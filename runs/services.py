@@ -8,17 +8,8 @@ from __future__ import annotations
 
 from runs.sources import SOURCES, source_module
 from runs.sources.base import InputFile
-from runs.sources.pipeline import (
-    IngestReport,
-    Progress,
-    Resolver,
-    gpu_ensure,
-    implementation_ensure,
-    ingest_file,
-    public_id_for,
-    source_ensure,
-    workload_ensure,
-)
+from runs.sources.documents import Resolver, gpu_ensure, implementation_ensure, workload_ensure
+from runs.sources.pipeline import IngestReport, Progress, ingest_file, public_id_for, source_ensure
 
 __all__ = [
     "SOURCES",

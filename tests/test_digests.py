@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
 from runs.manifest import documents
-from runs.manifest.canonical import canonical_json, document_digest, run_manifest
+from runs.manifest.canonical import (
+    API_VERSION,
+    canonical_json,
+    document_canonical,
+    document_digest,
+    run_manifest,
+)
 from runs.reference import catalogue
 
 EXAMPLE_RUN_SPEC = {
@@ -146,3 +153,14 @@ def test_fast_canonical_json_matches_rfc8785_on_every_shipped_row():
     for row in parse_liger_csv(LIGER_CSV.read_bytes(), "all_benchmark_data.csv"):
         doc = {"metrics": row.source_metrics, "params": row.params, "p": [row.median, row.p20]}
         assert canonical_json(doc) == rfc8785.dumps(doc)
+
+
+def test_spec_bytes_and_digest_match_the_whole_document():
+    # The ingest canonicalises a run's spec once and digests it inside a fixed envelope; that
+    # must be the digest of the whole document, on the fast path and on the package's path
+    # (an integral float, an exponent, a non-ASCII key).
+    for spec in (EXAMPLE_RUN_SPEC, {**EXAMPLE_RUN_SPEC, "x": [4096.0, 1e-7, {"é": 1e21}]}):
+        body, digest = document_canonical("BenchmarkRun", spec)
+        whole = canonical_json({"apiVersion": API_VERSION, "kind": "BenchmarkRun", "spec": spec})
+        assert body == canonical_json(spec)
+        assert digest == "sha256:" + hashlib.sha256(whole).hexdigest()

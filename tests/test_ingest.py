@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import csv
 import http.server
 import shutil
 import threading
+from datetime import datetime, timedelta
 from functools import partial
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection, transaction
 from django.db.models import F
+from django.test.utils import CaptureQueriesContext
 
 from runs.models import ComparisonGroup, ImportRecord, Publication, Run
 from runs.services import ingest, public_id_for
@@ -183,3 +187,33 @@ def test_import_from_http_url(tmp_path):
 def test_unknown_source_is_refused():
     with pytest.raises(IngestError, match="unknown source"):
         ingest(source_slug="nope", locations=[str(LIGER_CSV)])
+
+
+def test_queries_per_file_do_not_grow_with_its_rows(tmp_path):
+    # The same 40 rows, then those and three copies a second later each (other runs, same
+    # documents and groups): the second file has four times the runs and costs the same
+    # queries. Inserts are one COPY on PostgreSQL; elsewhere the backend's parameter limit
+    # splits a bulk insert into batches, so an INSERT counts once per table.
+    with LIGER_CSV.open(newline="") as f:
+        header, *rows = list(csv.reader(f))[:41]
+    stamp = header.index("timestamp")
+
+    def later(row: list[str], seconds: int) -> list[str]:
+        moment = datetime.strptime(row[stamp], "%Y-%m-%d %H:%M:%S") + timedelta(seconds=seconds)
+        return [*row[:stamp], f"{moment:%Y-%m-%d %H:%M:%S}", *row[stamp + 1 :]]
+
+    counts = []
+    for copies in (1, 4):
+        path = tmp_path / str(copies) / "all_benchmark_data.csv"
+        path.parent.mkdir()
+        with path.open("w", newline="") as f:
+            csv.writer(f).writerows([header, *(later(r, n) for n in range(copies) for r in rows)])
+        with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+            (report,) = ingest(source_slug="liger-kernel-bench", locations=[str(path)])
+            transaction.set_rollback(True)  # the next file starts from the same empty tables
+        inserts = {q["sql"].split("(", 1)[0] for q in queries if q["sql"].startswith("INSERT")}
+        others = [q for q in queries if not q["sql"].startswith("INSERT")]
+        counts.append((report.created, len(others) + len(inserts)))
+    (small, small_queries), (large, large_queries) = counts
+    assert (small, large) == (40, 160)
+    assert large_queries == small_queries

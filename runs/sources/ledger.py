@@ -52,9 +52,7 @@ def ledger_append(
         created=report.created if report else 0,
         revised=report.revised if report else 0,
         unchanged=report.unchanged if report else 0,
-        revised_ids=[[r.public_id, r.revision] for r in report.runs if r.revision > 1][:5000]
-        if report
-        else [],
+        revised_ids=report.revised_ids[:5000] if report else [],
         outcome=outcome,
         rewrite_of=rewrite_of,
         trigger=trigger,

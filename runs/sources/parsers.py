@@ -109,6 +109,24 @@ def _parse_timestamp(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
 
 
+@functools.lru_cache(maxsize=4096)
+def _config_params(text: str) -> dict:
+    """The workload parameters of a fixed configuration (copy before adding to it). A suite
+    run repeats a few hundred configurations over thousands of rows, hence the cache."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"extra_benchmark_config_str is not JSON: {exc.msg}") from None
+    if not isinstance(config, dict):
+        raise ValueError("extra_benchmark_config_str is not a JSON object")
+    params: dict = {}
+    for key, value in config.items():
+        if value is None:  # null in the config: the swept x stands in for it, or it is unset
+            continue
+        params[catalogue.normalise_param(key)] = _param_value(value)
+    return params
+
+
 def parse_liger_csv(data: bytes, location: str) -> list[ParsedRow]:
     """Parse a whole Liger-Kernel benchmark CSV; raise IngestError listing every bad line."""
     try:
@@ -171,22 +189,12 @@ def _parse_liger_row(cells: list[str], line: int) -> ParsedRow:
     y50 = _number(r["y_value_50"], "y_value_50")
     y20 = _number(r["y_value_20"] or r["y_value_50"], "y_value_20")
     y80 = _number(r["y_value_80"] or r["y_value_50"], "y_value_80")
-    try:
-        config = json.loads(r["extra_benchmark_config_str"] or "{}")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"extra_benchmark_config_str is not JSON: {exc.msg}") from None
-    if not isinstance(config, dict):
-        raise ValueError("extra_benchmark_config_str is not a JSON object")
+    params = dict(_config_params(r["extra_benchmark_config_str"] or "{}"))
     try:
         observed = _parse_timestamp(r["timestamp"])
     except ValueError:
         raise ValueError(f"timestamp {r['timestamp']!r} is not YYYY-MM-DD HH:MM:SS") from None
 
-    params: dict = {}
-    for key, value in config.items():
-        if value is None:  # null in the config: the swept x stands in for it, or it is unset
-            continue
-        params[catalogue.normalise_param(key)] = _param_value(value)
     sweep_name = catalogue.normalise_param(r["x_name"], r["x_label"])
     sweep_value = _param_value(r["x_value"])
     if sweep_value == "":

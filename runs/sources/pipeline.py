@@ -5,43 +5,43 @@ Ingestion is idempotent and atomic per file: a file is parsed and validated whol
 first write, written inside one transaction, and a second ingest of the same bytes finds every
 run unchanged. An upstream row that comes back with other values becomes a new revision of the
 same public id; the old revision is kept, no longer current.
+
+Cost is per file, not per row: each distinct document is resolved once per ingest, the file's
+existing runs, groups and public ids are read with one query each, new runs go in as one COPY
+(bulk_create elsewhere) with their ranks already computed, and the ranking query afterwards
+only writes a row whose rank it changes. The number of queries a file costs does not grow with
+its rows (tests/test_ingest.py holds it to that).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import json
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from runs.evidence import controlled_run_create
 from runs.manifest import documents
-from runs.manifest.canonical import document_digest, sha256_digest
-from runs.models import (
-    Benchmark,
-    ComparisonGroup,
-    Environment,
-    Gpu,
-    Implementation,
-    Project,
-    Protocol,
-    Publication,
-    Run,
-    Source,
-    Workload,
-)
-from runs.reference import catalogue
-from runs.sources.base import Doc, IngestError, InputFile, Record
+from runs.manifest.canonical import document_canonical, sha256_digest
+from runs.models import ComparisonGroup, Evidence, Publication, Run, Source
+from runs.sources.base import IngestError, InputFile, Record
+from runs.sources.documents import Resolver
 from runs.sources.ledger import ledger_append
 from runs.sources.ranking import rank_publication
 
 Progress = Callable[[Iterable], Iterable]
 
 # Bounds of what the columns hold; a record outside them is refused with its line, never
-# truncated or left to fail as a database error half-way through a file.
-_MAX_VALUE = 2**63 - 1
+# truncated or left to fail as a database error half-way through a file. Values stop below
+# 2**53, not at the column's 2**63: a run's spec carries them, and canonical JSON has no form
+# for an integer past 2**53 (the digest would fail half-way through the file's COPY).
+_MAX_VALUE = 2**53 - 1
 _LIMITS = {
     "benchmark": 80,
     "external_id": 400,
@@ -52,6 +52,8 @@ _LIMITS = {
     "provider": 64,
     "revision": 80,
 }
+# Lookups by a list of values go in chunks: SQLite bounds the parameters of one query.
+_CHUNK = 5000
 
 
 @dataclass
@@ -62,6 +64,10 @@ class IngestReport:
     created: int
     revised: int
     unchanged: int
+    # [public id, revision] of every run this file revised, for the ledger.
+    revised_ids: list[list] = field(default_factory=list, repr=False)
+    # The runs created, as model instances: only for controlled runs (one a call). An upstream
+    # file's runs are streamed to the database and not kept, so memory stays flat in rows.
     runs: list[Run] = field(default_factory=list, repr=False)
 
     def __str__(self) -> str:
@@ -76,74 +82,6 @@ def source_ensure(slug: str, meta: dict) -> Source:
     return source
 
 
-def gpu_ensure(spec: catalogue.GpuSpec) -> Gpu:
-    gpu, _ = Gpu.objects.get_or_create(
-        upstream_name=spec.upstream_name,
-        defaults={
-            "slug": spec.slug,
-            "vendor": spec.vendor,
-            "product": spec.product,
-            "form_factor": spec.form_factor,
-            "architecture": spec.architecture,
-            "memory_gib": spec.memory_gib,
-            "peak_bandwidth_gbs": spec.peak_bandwidth_gbs,
-            "peak_bf16_tflops": spec.peak_bf16_tflops,
-            "gpu_class": spec.gpu_class,
-        },
-    )
-    return gpu
-
-
-def _document_ensure(model, kind: str, **fields):
-    obj, _ = model.objects.get_or_create(
-        digest=document_digest(kind, fields["spec"]), defaults=fields
-    )
-    return obj
-
-
-def _workload_create(benchmark: Benchmark, params: dict, name: str, label: str, spec: dict):
-    inputs = spec.get("inputs")
-    return _document_ensure(
-        Workload,
-        "Workload",
-        name=name[:120],
-        title=f"{benchmark.title} · {label}"[:200],
-        spec=spec,
-        benchmark=benchmark,
-        slug=catalogue.workload_slug(params)[:200],
-        label=label[:300],
-        parameters=params,
-        tensors=inputs if isinstance(inputs, list) else [],
-        dtype=str(params.get("dtype", ""))[:16],
-    )
-
-
-def workload_ensure(*, benchmark: Benchmark, params: dict) -> Workload:
-    """The Liger-style Workload document of these parameters, created on first use."""
-    name, label, spec, _ = documents.workload_spec(benchmark.slug, params)
-    return _workload_create(benchmark, params, name, label, spec)
-
-
-def implementation_ensure(*, provider_key: str, revision: str) -> Implementation:
-    """The Implementation document of a provider at a revision, with its project."""
-    name, title, spec = documents.implementation_spec(provider_key, revision)
-    prov = catalogue.provider(provider_key)
-    project, _ = Project.objects.get_or_create(
-        slug=prov.project_slug, defaults={"name": prov.project_name, "url": prov.project_url}
-    )
-    return _document_ensure(
-        Implementation,
-        "Implementation",
-        name=name,
-        title=title[:200],
-        spec=spec,
-        project=project,
-        display_name=prov.display_name[:120],
-        provider_key=provider_key,
-        revision=revision,
-    )
-
-
 def public_id_for(source_slug: str, external_id: str, attempt: int = 0) -> str:
     """8 hex of SHA-256 over the upstream identity, so a fresh install gives the same id.
 
@@ -154,99 +92,34 @@ def public_id_for(source_slug: str, external_id: str, attempt: int = 0) -> str:
     return hashlib.sha256(f"{source_slug}:{external_id}{salt}".encode()).hexdigest()[:8]
 
 
-class Resolver:
-    """Get-or-create of the few distinct documents a file refers to, each built, digested and
-    looked up once per key. One resolver may serve many files of one ingest (35 CI runs share
-    most documents); it is only reused after a file committed, since a failing file ends it."""
-
-    def __init__(self) -> None:
-        self.cache: dict[tuple, object] = {}
-
-    def _get(self, key: tuple, ensure):
-        if key not in self.cache:
-            self.cache[key] = ensure()
-        return self.cache[key]
-
-    def gpu(self, gpu_name: str, line: int, where: str) -> Gpu:
-        def ensure():
-            spec = catalogue.GPUS.get(gpu_name)
-            if spec is None:
-                raise IngestError(where, [(line, f"GPU {gpu_name!r} is not in the catalogue")])
-            return gpu_ensure(spec)
-
-        return self._get(("gpu", gpu_name), ensure)
-
-    def benchmark(self, slug: str, title: str) -> Benchmark:
-        return self._get(
-            ("benchmark", slug),
-            lambda: Benchmark.objects.get_or_create(
-                slug=slug, defaults={"title": (title or catalogue.benchmark_title(slug))[:200]}
-            )[0],
-        )
-
-    def workload(self, doc: Doc, benchmark: Benchmark, params: dict) -> Workload:
-        def ensure():
-            name, label, spec = doc.build()
-            return _workload_create(benchmark, params, name, label, spec)
-
-        return self._get(("workload", *doc.key), ensure)
-
-    def protocol(self, doc: Doc, timed_pass: str, metric: str) -> Protocol:
-        def ensure():
-            name, title, spec = doc.build()
-            return _document_ensure(
-                Protocol,
-                "BenchmarkProtocol",
-                name=name[:120],
-                title=title[:200],
-                spec=spec,
-                family=spec["comparability"]["family"],
-                harness=spec["harness"]["name"],
-                timer=spec["measurement"]["timer"],
-                primary_statistic=spec["measurement"]["primaryStatistic"],
-                timed_pass=timed_pass,
-                metric=metric,
-            )
-
-        return self._get(("protocol", *doc.key), ensure)
-
-    def environment(self, doc: Doc, gpu: Gpu) -> Environment:
-        def ensure():
-            name, title, spec = doc.build()
-            return _document_ensure(
-                Environment,
-                "ExecutionEnvironment",
-                name=name[:120],
-                title=title[:200],
-                spec=spec,
-                gpu=gpu,
-            )
-
-        return self._get(("environment", *doc.key), ensure)
-
-    def implementation(self, provider_key: str, revision: str) -> Implementation:
-        return self._get(
-            ("implementation", provider_key, revision),
-            lambda: implementation_ensure(provider_key=provider_key, revision=revision),
-        )
-
-    def keys(self, cell: dict, publication_key: str) -> tuple[str, str]:
-        """(cell key, comparison key): digests of the cell, and of the cell in a publication.
-        The cell key is shared by every publication of the cell (35 CI runs); the comparison
-        key is not, since ranks are computed inside one publication."""
-        frozen = _freeze(cell)
-        cell_key = self.cache.get(("cell", frozen))
-        if cell_key is None:
-            cell_key = self.cache[("cell", frozen)] = sha256_digest(cell)
-        group = ("group", frozen, publication_key)
-        if group not in self.cache:
-            self.cache[group] = sha256_digest({**cell, "publication": publication_key})
-        return cell_key, self.cache[group]
+_CELL_KEYS = (
+    "benchmark",
+    "pass",
+    "metric",
+    "workloadDigest",
+    "environmentDigest",
+    "family",
+    # Liger measures each sweep (over seq, over hidden, ...) as its own experiment, minutes
+    # apart; a point two sweeps share is ranked within each sweep separately.
+    "sweep",
+)
 
 
-def _freeze(d: dict) -> str:
-    # JSON keeps 1, 1.5, true and "1" apart, and the C encoder is cheap per row.
-    return json.dumps(d, sort_keys=True)
+def cell_key(resolver: Resolver, cell: tuple[str, ...]) -> str:
+    """The digest of a cell (_CELL_KEYS, in that order), shared by every publication of the
+    cell (35 CI runs) and cached in the resolver; a tuple of its strings names it exactly,
+    without encoding it."""
+    key = ("cell", cell)
+    if key not in resolver.cache:
+        resolver.cache[key] = sha256_digest(dict(zip(_CELL_KEYS, cell, strict=True)))
+    return resolver.cache[key]
+
+
+def group_key(cell: tuple[str, ...], publication_key: str) -> str:
+    """The comparison key: the cell inside one publication, since ranks are computed there."""
+    return sha256_digest(
+        {**dict(zip(_CELL_KEYS, cell, strict=True)), "publication": publication_key}
+    )
 
 
 def records_check(records: list[Record], where: str) -> None:
@@ -341,6 +214,45 @@ def publication_ensure(*, source: Source, item: InputFile) -> Publication:
     return publication
 
 
+class _Row:
+    """One record on its way in: its documents and keys; its spec, digest and the values it
+    is written with once needed (an unchanged run is digested and compared, never built)."""
+
+    __slots__ = (
+        "record", "benchmark", "workload", "protocol", "environment", "implementation",
+        "cell_key", "group_key", "spec", "spec_json", "digest", "public_id", "revision", "rank",
+    )  # fmt: skip
+
+    def __init__(self, record: Record, benchmark, workload, protocol, environment, implementation):
+        self.record = record
+        self.benchmark = benchmark
+        self.workload = workload
+        self.protocol = protocol
+        self.environment = environment
+        self.implementation = implementation
+        self.digest = ""
+        self.public_id: str | None = None  # a new identity's is chosen once all are known
+        self.revision = 1
+        self.rank: int | None = None
+
+    def document(self, source_slug: str) -> str:
+        """Build and digest the run spec, once; the canonical bytes double as its stored JSON."""
+        if not self.digest:
+            self.spec = run_spec(
+                self.record,
+                source_slug=source_slug,
+                digests={
+                    "protocolDigest": self.protocol.digest,
+                    "workloadDigest": self.workload.digest,
+                    "environmentDigest": self.environment.digest,
+                    "implementationDigest": self.implementation.digest,
+                },
+            )
+            body, self.digest = document_canonical("BenchmarkRun", self.spec)
+            self.spec_json = body.decode()
+        return self.digest
+
+
 @dataclass(frozen=True)
 class _Existing:
     id: int
@@ -354,12 +266,35 @@ class _Existing:
 def _existing(source: Source, external_ids: list[str]) -> dict[str, _Existing]:
     # By source, not by publication: the constraint is per source, and the same rows may come
     # back in a file of another name. Plain tuples: model instances cost more than the
-    # comparison they serve. Chunks keep SQLite under its bound on query parameters.
+    # comparison they serve.
     found: dict[str, _Existing] = {}
-    for start in range(0, len(external_ids), 5000):
-        chunk = external_ids[start : start + 5000]
+    if connection.vendor == "postgresql":
+        # One index probe per id, whatever the statistics say. Right after a bulk load the
+        # planner has none for the new rows and, given `external_id IN (...)`, bitmap-scans
+        # every run of the source instead (0.4 s a file at 77k runs, growing with the table).
+        # LIMIT 1 (a source has one current run per id) keeps the lateral subquery from being
+        # flattened into a join it could hash, and keeps the estimate small: overestimated,
+        # the 10 ms query was JIT-compiled first, for 80 to 200 ms.
+        table = connection.ops.quote_name(Run._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT r.external_id, r.id, r.digest, r.labels, r.public_id, r.revision, "
+                f"r.publication_id FROM unnest(%s::text[]) AS wanted(external_id) "
+                f"CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE r.source_id = %s "
+                f"AND r.external_id = wanted.external_id AND r.is_current LIMIT 1) r",
+                [external_ids, source.pk],
+            )
+            rows = cursor.fetchall()
+        # Django has psycopg hand jsonb back as text (JSONField decodes it).
+        return {
+            e: _Existing(pk, digest, json.loads(labels), *rest)
+            for e, pk, digest, labels, *rest in rows
+        }
+    for start in range(0, len(external_ids), _CHUNK):
         rows = (
-            Run.objects.filter(source=source, is_current=True, external_id__in=chunk)
+            Run.objects.filter(
+                source=source, is_current=True, external_id__in=external_ids[start : start + _CHUNK]
+            )
             .order_by()
             .values_list(
                 "external_id", "id", "digest", "labels", "public_id", "revision", "publication_id"
@@ -380,98 +315,240 @@ def records_write(
 ) -> IngestReport:
     """Write records of one publication: documents, groups, new runs and revisions, ranks.
 
+    1. Resolve each record's documents and comparison key (cached per distinct document).
+    2. Read the current runs of the file's external ids in one query; a run whose digest and
+       labels match is unchanged, one that differs becomes the next revision.
+    3. Create the missing comparison groups, sized; pick public ids for new identities.
+    4. Rank the runs to write within the file's rows of their group, retire revised runs, and
+       stream the new rows in (digesting new records on the way: the database indexes one
+       row while the next is built).
+    5. Re-rank each touched publication in the database, the authority on ranks and sizes; it
+       rewrites only the rows whose rank or size changed (none, for a new suite run).
+
     `controlled` runs are KernelIndex's own measurements: each is created through
     runs.evidence.controlled_run_create, the one writer of their evidence level.
     """
     resolver = resolver or Resolver()
-    prepared = _prepare(source, publication, records, progress or (lambda it: it), resolver)
-    existing = _existing(source, [p["record"].external_id for p in prepared])
-    groups = _groups_ensure(publication, prepared)
-    new_public_ids = _public_ids(
-        source, [p["record"].external_id for p in prepared if p["record"].external_id not in existing]
-    )  # fmt: skip
-    to_create: list[Run] = []
+    rows = _prepare(source, publication, records, progress or (lambda it: it), resolver)
+    existing = _existing(source, [row.record.external_id for row in rows])
+    to_write: list[_Row] = []
     retire: list[int] = []
+    revised_ids: list[list] = []
     reranked = {publication.pk}
-    created = revised = unchanged = 0
-    for p in prepared:
-        r: Record = p["record"]
-        old = existing.get(r.external_id)
-        if old is not None and old.digest == p["digest"] and old.labels == r.labels:
+    created = unchanged = 0
+    for row in rows:
+        old = existing.get(row.record.external_id)
+        if old is None:
+            created += 1
+            to_write.append(row)
+            continue
+        if old.digest == row.document(source.slug) and old.labels == row.record.labels:
             unchanged += 1
             continue
-        if old is None:
-            public_id, revision = new_public_ids[r.external_id], 1
-            created += 1
-        else:
-            public_id, revision = old.public_id, old.revision + 1
-            retire.append(old.id)
-            reranked.add(old.publication_id)
-            revised += 1
-        measured = {m.statistic: m.value for m in r.measurements}
-        to_create.append(
-            Run(
-                public_id=public_id,
-                revision=revision,
-                is_current=True,
-                source=source,
-                publication=publication,
-                benchmark=p["benchmark"],
-                implementation=p["implementation"],
-                workload=p["workload"],
-                protocol=p["protocol"],
-                environment=p["environment"],
-                group=groups[p["group_key"]],
-                timed_pass=r.timed_pass,
-                metric=r.metric,
-                unit=r.unit,
-                median=r.value,
-                p20=measured.get("p20"),
-                p80=measured.get("p80"),
-                source_metrics=r.source_metrics,
-                sweep_name=r.sweep_name,
-                sweep_value=r.sweep_value,
-                observed_at=r.observed_at,
-                status=r.status,
-                labels=r.labels,
-                external_id=r.external_id,
-                name=r.name[:120],
-                title=r.title[:300],
-                spec=p["spec"],
-                digest=p["digest"],
-                # A new revision is new upstream data: it starts at `reported` like any import.
-            )
-        )
+        row.public_id, row.revision = old.public_id, old.revision + 1
+        retire.append(old.id)
+        reranked.add(old.publication_id)
+        revised_ids.append([row.public_id, row.revision])
+        to_write.append(row)
+    del existing
+    report = IngestReport(
+        "", publication.slug, len(records), created, len(retire), unchanged, revised_ids[:5000]
+    )
+    if not to_write:
+        return report
+
+    groups = _groups_ensure(publication, to_write)
+    public_ids = _public_ids(
+        source, [row.record.external_id for row in to_write if row.public_id is None]
+    )
+    _rank_in_file(rows)
     if retire:
         Run.objects.filter(id__in=retire).update(is_current=False, rank=None)
+    values = _values(source, publication, to_write, groups, public_ids)
     if controlled:
-        to_create = [controlled_run_create(**_fields(run)) for run in to_create]
+        report.runs = [controlled_run_create(**v) for _, v in values]
+    elif connection.vendor == "postgresql":
+        _copy_runs(values)
     else:
-        _insert_runs(to_create)
-    if created or revised:
-        for pk in sorted(reranked):
-            rank_publication(Publication(pk=pk))
-    return IngestReport("", publication.slug, len(records), created, revised, unchanged, to_create)
+        Run.objects.bulk_create((Run(**v) for _, v in values), batch_size=1000)
+    for pk in sorted(reranked):
+        rank_publication(Publication(pk=pk))
+    return report
 
 
-def _fields(run: Run) -> dict:
-    return {
-        f.attname: getattr(run, f.attname)
-        for f in Run._meta.concrete_fields
-        if not f.primary_key and f.attname != "created_at"
+def _prepare(
+    source, publication, records: list[Record], progress, resolver: Resolver
+) -> list[_Row]:
+    rows: list[_Row] = []
+    seen: dict[str, Record] = {}
+    duplicates: list[tuple[int, str]] = []
+    publication_key = f"{source.slug}/{publication.slug}"
+    # Per file, not in the resolver: a group key names its publication, so it is never
+    # needed again by another file, and keeping it would grow with every file ingested.
+    group_keys: dict[tuple, str] = {}
+    cache = resolver.cache
+    keys = [resolver.keys(r) for r in records]
+    missing: dict[tuple, Record] = {}
+    for r, ks in zip(records, keys, strict=True):
+        for k in ks:
+            if k not in cache:
+                missing.setdefault(k, r)  # the first record naming it: its line is reported
+    if missing:
+        resolver.resolve(missing, publication.slug)
+    for r, (_, kb, kw, kp, ke, ki) in progress(list(zip(records, keys, strict=True))):
+        benchmark, workload, protocol = cache[kb], cache[kw], cache[kp]
+        environment, implementation = cache[ke], cache[ki]
+        if r.external_id in seen:
+            earlier = seen[r.external_id]
+            if earlier.source_metrics != r.source_metrics:
+                duplicates.append((r.line, f"same run as line {earlier.line} with other values"))
+            continue
+        seen[r.external_id] = r
+        row = _Row(r, benchmark, workload, protocol, environment, implementation)
+        cell = (
+            r.benchmark,
+            r.timed_pass,
+            r.metric,
+            workload.digest,
+            environment.digest,
+            protocol.family,
+            r.sweep_name,
+        )
+        row.cell_key = cell_key(resolver, cell)
+        row.group_key = group_keys.get(cell) or group_keys.setdefault(
+            cell, group_key(cell, publication_key)
+        )
+        rows.append(row)
+    if duplicates:
+        raise IngestError(publication.slug, duplicates)
+    return rows
+
+
+def _groups_ensure(publication: Publication, rows: list[_Row]) -> dict[str, int]:
+    """Ids of the rows' comparison groups by key; a missing group is created with its size
+    (all its current runs are among these rows: a new group has no runs yet)."""
+    first: dict[str, _Row] = {}
+    sizes: dict[str, int] = defaultdict(int)
+    for row in rows:
+        first.setdefault(row.group_key, row)
+        sizes[row.group_key] += 1
+    keys = list(first)
+    ids: dict[str, int] = {}
+    for start in range(0, len(keys), _CHUNK):
+        ids.update(
+            ComparisonGroup.objects.filter(key__in=keys[start : start + _CHUNK]).values_list(
+                "key", "id"
+            )
+        )
+    missing = [
+        {
+            "key": key,
+            "cell_key": row.cell_key,
+            "publication_id": publication.pk,
+            "benchmark_id": row.benchmark.pk,
+            "workload_id": row.workload.pk,
+            "environment_id": row.environment.pk,
+            "timed_pass": row.record.timed_pass,
+            "metric": row.record.metric,
+            "family": row.protocol.family,
+            "sweep_name": row.record.sweep_name,
+            "size": sizes[key],
+        }
+        for key, row in first.items()
+        if key not in ids
+    ]
+    if not missing:
+        return ids
+    if connection.vendor == "postgresql":
+        # A CI run brings a thousand new groups; ids drawn from the sequence up front let
+        # them go in by COPY as the runs do, instead of an INSERT ... RETURNING per thousand.
+        new_ids = _allocate_ids(ComparisonGroup, len(missing))
+        for values, pk in zip(missing, new_ids, strict=True):
+            values["id"] = pk
+            ids[values["key"]] = pk
+        _copy(ComparisonGroup, missing)
+        return ids
+    made = ComparisonGroup.objects.bulk_create(
+        [ComparisonGroup(**values) for values in missing], batch_size=1000
+    )
+    ids.update({g.key: g.pk for g in made if g.pk is not None})
+    if len(ids) < len(keys):  # a backend that cannot return ids from a bulk insert
+        ids.update(
+            ComparisonGroup.objects.filter(key__in=[k for k in keys if k not in ids]).values_list(
+                "key", "id"
+            )
+        )
+    return ids
+
+
+def _allocate_ids(model, n: int) -> list[int]:
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [connection.ops.quote_name(table), model._meta.pk.column, n],
+        )
+        return [pk for (pk,) in cursor.fetchall()]
+
+
+def _copy(model, rows: Iterable[dict], *, json_text: frozenset[str] = frozenset()) -> None:
+    """COPY rows (dicts keyed by attname) into the model's table; `json_text` names JSON
+    columns whose values are JSON text already. A column the first row does not name gets
+    its default, as bulk_create would give it (the primary key, a column added later)."""
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        return
+    fields = [
+        f
+        for f in model._meta.concrete_fields
+        if not getattr(f, "generated", False) and (f.attname in first or not f.primary_key)
+    ]
+    names = [f.attname for f in fields]
+    defaults = {
+        f.attname: f.get_db_prep_save(f.get_default(), connection)
+        for f in fields
+        if f.attname not in first
     }
+    encode = [
+        f.attname
+        for f in fields
+        if f.get_internal_type() == "JSONField"
+        and f.attname in first
+        and f.attname not in json_text
+    ]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in itertools.chain([first], rows):
+            for name in encode:
+                row[name] = json.dumps(row[name])
+            row.update(defaults)
+            copy.write_row([row[name] for name in names])
 
 
 def _public_ids(source: Source, external_ids: list[str]) -> dict[str, str]:
     first = [(e, public_id_for(source.slug, e)) for e in external_ids]
-    taken: set[str] = set()
     wanted = [pid for _, pid in first]
-    for start in range(0, len(wanted), 5000):
-        taken.update(
-            Run.objects.filter(public_id__in=wanted[start : start + 5000]).values_list(
-                "public_id", flat=True
+    taken: set[str] = set()
+    if connection.vendor == "postgresql":
+        # An index probe per id, as in _existing, whatever the planner believes.
+        table = connection.ops.quote_name(Run._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT r.public_id FROM unnest(%s::text[]) AS wanted(public_id) "
+                f"CROSS JOIN LATERAL (SELECT public_id FROM {table} r "
+                f"WHERE r.public_id = wanted.public_id LIMIT 1) r",
+                [wanted],
             )
-        )
+            taken.update(pid for (pid,) in cursor.fetchall())
+    else:
+        for start in range(0, len(wanted), _CHUNK):
+            taken.update(
+                Run.objects.filter(public_id__in=wanted[start : start + _CHUNK]).values_list(
+                    "public_id", flat=True
+                )
+            )
     out: dict[str, str] = {}
     for external_id, pid in first:
         attempt = 0
@@ -485,103 +562,80 @@ def _public_ids(source: Source, external_ids: list[str]) -> dict[str, str]:
     return out
 
 
-def _prepare(
-    source, publication, records: list[Record], progress, resolver: Resolver
-) -> list[dict]:
-    prepared: list[dict] = []
-    seen: dict[str, Record] = {}
-    duplicates: list[tuple[int, str]] = []
-    publication_key = f"{source.slug}/{publication.slug}"
-    for r in progress(records):
-        gpu = resolver.gpu(r.gpu_name, r.line, publication.slug)
-        benchmark = resolver.benchmark(r.benchmark, r.benchmark_title)
-        workload = resolver.workload(r.workload, benchmark, r.params)
-        protocol = resolver.protocol(r.protocol, r.timed_pass, r.metric)
-        environment = resolver.environment(r.environment, gpu)
-        implementation = resolver.implementation(r.provider, r.revision)
-        if r.external_id in seen:
-            earlier = seen[r.external_id]
-            if earlier.source_metrics != r.source_metrics:
-                duplicates.append((r.line, f"same run as line {earlier.line} with other values"))
-            continue
-        seen[r.external_id] = r
-        spec = run_spec(
-            r,
-            source_slug=source.slug,
-            digests={
-                "protocolDigest": protocol.digest,
-                "workloadDigest": workload.digest,
-                "environmentDigest": environment.digest,
-                "implementationDigest": implementation.digest,
+def _rank_in_file(rows: list[_Row]) -> None:
+    """RANK() by median among the file's rows of each group, as the ranking query computes it
+    (ties share a rank): right whenever the file holds the whole group, as a suite run does,
+    so that query finds nothing to rewrite. Where it is not, that query corrects it."""
+    medians: dict[str, list[int]] = defaultdict(list)
+    for row in rows:
+        medians[row.group_key].append(row.record.value)
+    for values in medians.values():
+        values.sort()
+    for row in rows:
+        row.rank = bisect.bisect_left(medians[row.group_key], row.record.value) + 1
+
+
+def _values(
+    source: Source,
+    publication: Publication,
+    rows: list[_Row],
+    groups: dict[str, int],
+    public_ids: dict[str, str],
+) -> Iterator[tuple[_Row, dict]]:
+    """The column values of each run to create, keyed by attname; built as they are written,
+    so a new record is digested while the database takes the previous one."""
+    now = timezone.now()
+    for row in rows:
+        r = row.record
+        measured = {m.statistic: m.value for m in r.measurements}
+        digest = row.document(source.slug)
+        yield (
+            row,
+            {
+                "public_id": row.public_id or public_ids[r.external_id],
+                "revision": row.revision,
+                "is_current": True,
+                "source_id": source.pk,
+                "publication_id": publication.pk,
+                "benchmark_id": row.benchmark.pk,
+                "implementation_id": row.implementation.pk,
+                "workload_id": row.workload.pk,
+                "protocol_id": row.protocol.pk,
+                "environment_id": row.environment.pk,
+                "group_id": groups[row.group_key],
+                "timed_pass": r.timed_pass,
+                "metric": r.metric,
+                "unit": r.unit,
+                "median": r.value,
+                "p20": measured.get("p20"),
+                "p80": measured.get("p80"),
+                "source_metrics": r.source_metrics,
+                "sweep_name": r.sweep_name,
+                "sweep_value": r.sweep_value,
+                "observed_at": r.observed_at,
+                "status": r.status,
+                "labels": r.labels,
+                "external_id": r.external_id,
+                "name": r.name[:120],
+                "title": r.title[:300],
+                "spec": row.spec,
+                "digest": digest,
+                # A new revision is new upstream data: it starts at `reported` like any import.
+                "evidence": Evidence.REPORTED,
+                "rank": row.rank,
+                "created_at": now,
             },
         )
-        cell = {
-            "benchmark": r.benchmark,
-            "pass": r.timed_pass,
-            "metric": r.metric,
-            "workloadDigest": workload.digest,
-            "environmentDigest": environment.digest,
-            "family": protocol.family,
-            # Liger measures each sweep (over seq, over hidden, ...) as its own experiment,
-            # minutes apart; a point two sweeps share is ranked within each sweep separately.
-            "sweep": r.sweep_name,
-        }
-        cell_key, group_key = resolver.keys(cell, publication_key)
-        prepared.append(
-            {
-                "record": r,
-                "spec": spec,
-                "digest": document_digest("BenchmarkRun", spec),
-                "benchmark": benchmark,
-                "workload": workload,
-                "protocol": protocol,
-                "environment": environment,
-                "implementation": implementation,
-                "cell_key": cell_key,
-                "group_key": group_key,
-            }
-        )
-    if duplicates:
-        raise IngestError(publication.slug, duplicates)
-    return prepared
 
 
-def _insert_runs(runs: list[Run]) -> None:
-    """bulk_create, or COPY on PostgreSQL: a CI run is a couple of thousand rows, and COPY
-    moves them in a fraction of what a multi-row INSERT costs to build and to parse."""
-    if connection.vendor != "postgresql" or len(runs) < 100:
-        Run.objects.bulk_create(runs, batch_size=1000)
-        return
-    fields = [f for f in Run._meta.concrete_fields if not f.primary_key]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    table = connection.ops.quote_name(Run._meta.db_table)
-    with connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-        for run in runs:
-            copy.write_row(
-                [f.get_db_prep_save(f.pre_save(run, add=True), connection) for f in fields]
-            )
+def _copy_runs(values: Iterable[tuple[_Row, dict]]) -> None:
+    """COPY on PostgreSQL: a CI run is a couple of thousand rows, and COPY moves them in a
+    fraction of what a multi-row INSERT costs to build and to parse. The rows are built as
+    the COPY runs, so building one overlaps with the database's work on the one before."""
 
+    def rows() -> Iterator[dict]:
+        for row, v in values:
+            v["spec"] = row.spec_json  # the canonical bytes: JSON already, encoded once
+            yield v
 
-def _groups_ensure(publication: Publication, prepared: list[dict]) -> dict[str, ComparisonGroup]:
-    wanted = {p["group_key"]: p for p in prepared}
-    groups = {g.key: g for g in ComparisonGroup.objects.filter(key__in=list(wanted))}
-    missing = [
-        ComparisonGroup(
-            key=key,
-            cell_key=p["cell_key"],
-            publication=publication,
-            benchmark=p["benchmark"],
-            workload=p["workload"],
-            environment=p["environment"],
-            timed_pass=p["record"].timed_pass,
-            metric=p["record"].metric,
-            family=p["protocol"].family,
-            sweep_name=p["record"].sweep_name,
-        )
-        for key, p in wanted.items()
-        if key not in groups
-    ]
-    ComparisonGroup.objects.bulk_create(missing, batch_size=1000)
-    if missing:
-        groups.update({g.key: g for g in ComparisonGroup.objects.filter(key__in=list(wanted))})
-    return groups
+    _copy(Run, rows(), json_text=frozenset({"spec"}))

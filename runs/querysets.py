@@ -66,6 +66,20 @@ class RunQuerySet(models.QuerySet):
             "group",
         )
 
+    def leader_of(self, run) -> str | None:
+        """The public id of rank 1 in the run's group ("Compare with #1"); None for the leader
+        itself or an unranked run."""
+        if not run.rank or run.rank == 1:
+            return None
+        leader = (
+            self.public()
+            .filter(group_id=run.group_id, rank=1)
+            .order_by("public_id")
+            .values_list("public_id", flat=True)
+            .first()
+        )
+        return leader if leader != run.public_id else None
+
     def for_listing(self) -> RunQuerySet:
         """Runs as tables and charts show them: with the workload (for its parameters), without
         the JSON that only a run's own page reads. Decoding each row's spec, labels and

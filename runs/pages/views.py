@@ -59,20 +59,6 @@ def _current_run(public_id: str) -> Run:
     return run
 
 
-def _leader(run: Run) -> str | None:
-    """The id of rank 1 in the run's group, for "Compare with #1" (None for the leader)."""
-    if not run.rank or run.rank == 1:
-        return None
-    leader = (
-        Run.objects.public()
-        .filter(group_id=run.group_id, rank=1)
-        .order_by("public_id")
-        .values_list("public_id", flat=True)
-        .first()
-    )
-    return leader if leader != run.public_id else None
-
-
 @require_safe
 def healthz(request: HttpRequest) -> HttpResponse:
     """Liveness for load balancers: answers without touching the database."""
@@ -133,7 +119,7 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "data_version": data_fingerprint()[0],
             "verdict": SimpleLazyObject(lambda: _verdict(run)),
             "panels": run_extensions.render_panels(request, run),
-            "leader": SimpleLazyObject(lambda: _leader(run)),
+            "leader": SimpleLazyObject(lambda: Run.objects.leader_of(run)),
             "history": SimpleLazyObject(lambda: run_parts.history(run)),
             "plausibility": SimpleLazyObject(
                 lambda: dict(zip(("floor", "reason"), floor_for(run), strict=True))

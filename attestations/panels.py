@@ -54,4 +54,7 @@ PANEL = RunPanel(
     template="attestations/_run_section.html",
     context=run_section,
     order=10,
+    # Signed-in readers get the request form or their own pending items; everyone else
+    # sees what the data says.
+    same_for_every_anonymous_reader=True,
 )

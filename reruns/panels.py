@@ -95,4 +95,7 @@ PANEL = RunPanel(
     template="reruns/_run_reruns.html",
     context=run_reruns,
     order=10,
+    # Signed-in readers get the request form or their own pending items; everyone else
+    # sees what the data says.
+    same_for_every_anonymous_reader=True,
 )

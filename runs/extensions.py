@@ -7,7 +7,10 @@ register those here from their AppConfig.ready(), and `runs` shows whatever is r
 (dependencies point one way: docs/architecture.md).
 
 A panel is a template and a function that gives it its context. The function runs once per
-uncached page view, so it should cost a fixed number of queries whatever the data size.
+uncached page view, so it should cost a fixed number of queries whatever the data size. A
+panel that declares `same_for_every_anonymous_reader` (its output for a reader who is not
+signed in depends on the run and the data only: no form, no message, no per-reader state) is
+rendered once per run and data change for them and kept in the process's fragment cache.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
+
+from runs.read.freshness import cached_per_data_change
 
 # Where on the run page a panel goes: inside the Evidence section, under the level and its
 # verdict; or as a section of its own after the measurements.
@@ -32,6 +37,7 @@ class RunPanel:
     template: str
     context: Callable[[HttpRequest, object], dict]
     order: int = 100
+    same_for_every_anonymous_reader: bool = False
 
 
 class RunExtensions:
@@ -62,13 +68,15 @@ class RunExtensions:
 
     def render_panels(self, request: HttpRequest, run) -> dict[str, list[SafeString]]:
         """Each slot's panels, rendered in order, for the run page's template to place."""
-        return {
-            slot: [
-                render_to_string(p.template, p.context(request, run), request=request)
-                for p in self.panels(slot)
-            ]
-            for slot in SLOTS
-        }
+        return {slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS}
+
+    def _render(self, panel: RunPanel, request: HttpRequest, run) -> SafeString:
+        def render() -> SafeString:
+            return render_to_string(panel.template, panel.context(request, run), request=request)
+
+        if panel.same_for_every_anonymous_reader and not request.user.is_authenticated:
+            return cached_per_data_change(f"panel:{panel.name}:{run.pk}", render, using="fragments")
+        return render()
 
 
 run_extensions = RunExtensions()

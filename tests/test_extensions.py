@@ -76,3 +76,25 @@ def test_a_panel_registered_twice_or_for_an_unknown_slot_is_refused():
         registry.register_panel(panel)
     with pytest.raises(ImproperlyConfigured, match="slot"):
         registry.register_panel(RunPanel("y", "footer", "runs/_api_fields.html", panel.context))
+
+
+@pytest.mark.django_db
+def test_panels_kept_for_anonymous_readers_follow_the_data_and_never_reach_signed_in_ones(
+    client, settings
+):
+    from django.contrib.auth import get_user_model
+
+    from tests.factories_reruns import job_for
+
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0
+    run = RunFactory()
+    url = f"/runs/{run.public_id}/"
+    assert "No controlled reruns yet." in client.get(url).content.decode()
+    job = job_for(run)
+    page = client.get(url).content.decode()
+    assert f'id="rerun-{job.uuid}"' in page and "No controlled reruns yet." not in page
+    assert "Log in</a> to request a controlled rerun" in page
+    client.force_login(get_user_model().objects.create_user("reader", password="x" * 12))
+    page = client.get(url).content.decode()
+    assert "Request a controlled rerun" in page and "Log in</a> to request" not in page

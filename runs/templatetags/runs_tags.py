@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from django import template
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from runs.models import Evidence
@@ -179,3 +179,18 @@ def primary_statistic(run) -> str:
 def other_statistics(run) -> dict:
     """{statistic: value} of the run's other measurements (p20/p80, or std/min/max)."""
     return {m.get("statistic"): m.get("value") for m in (run.spec or {}).get("measurements", [])}
+
+
+@register.simple_tag
+def select_options(rows, label: str, chosen) -> str:
+    """The <option>s of a filter's select: each row's slug, its `label` attribute, the chosen
+    one selected. Hundreds of benchmarks: one Python loop instead of a template loop."""
+    chosen = chosen or ""
+    return format_html_join(
+        "",
+        '<option value="{}"{}>{}</option>',
+        (
+            (row.slug, mark_safe(" selected") if row.slug == chosen else "", getattr(row, label))
+            for row in rows
+        ),
+    )

@@ -236,3 +236,17 @@ def test_cached_api_pages_keep_json_and_html_apart(client, settings):
     assert "Accept" in data["Vary"]
     again = client.get("/api/v1/runs/", HTTP_ACCEPT="application/json")
     assert again["X-Page-Cache"] == "hit" and again["Content-Type"] == "application/json"
+
+
+@pytest.mark.django_db
+def test_the_api_shows_a_data_change_at_once(client, settings):
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0
+    run = RunFactory(rank=1)
+    first = client.get("/api/v1/runs/").json()["results"][0]
+    assert first["public_id"] == run.public_id and first["evidence"] == "reported"
+    Run.objects.filter(pk=run.pk).update(evidence="checked", rank=2)  # the trigger, no signal
+    listed = client.get("/api/v1/runs/").json()["results"][0]
+    detail = client.get(f"/api/v1/runs/{run.public_id}/").json()
+    assert (listed["evidence"], listed["rank"]) == ("checked", 2)
+    assert (detail["evidence"], detail["rank"]) == ("checked", 2) and "labels" in detail

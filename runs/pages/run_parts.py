@@ -32,14 +32,13 @@ def _history(run: Run) -> dict:
     earlier = Q(observed_at__lt=run.observed_at) | Q(
         observed_at=run.observed_at, publication__sequence__lt=run.publication.sequence
     )
+    # Up to a window's worth on each side, then the window: half before this run, the rest
+    # after it, either side filling in what the other lacks.
     before = list(cell.filter(earlier).order_by("-observed_at", "-publication__sequence")
-                  .values(*fields)[: HISTORY_SHOWN // 2])  # fmt: skip
-    after = list(cell.exclude(earlier).values(*fields)[: HISTORY_SHOWN - len(before)])
-    if len(after) < HISTORY_SHOWN - len(before) and len(before) == HISTORY_SHOWN // 2:
-        # Near the newest end: fill the window from further back.
-        before = list(cell.filter(earlier).order_by("-observed_at", "-publication__sequence")
-                      .values(*fields)[: HISTORY_SHOWN - len(after)])  # fmt: skip
-    points = before[::-1] + after
+                  .values(*fields)[:HISTORY_SHOWN])  # fmt: skip
+    after = list(cell.exclude(earlier).values(*fields)[:HISTORY_SHOWN])
+    n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
+    points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
     total = cell.count() if len(points) == HISTORY_SHOWN else len(points)
     svg = ""
     if len(points) > 1:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from operator import attrgetter
 
 from django.conf import settings
 from django.core.paginator import Paginator
@@ -88,7 +87,7 @@ def _home_catalogue() -> dict:
     """Benchmarks, GPUs and sources with their runs, from the counts kept per data change
     (runs.read.counts) and the per-process catalogue."""
     counts = home_counts()
-    tables = memo.tables()
+    catalogue = memo.lists()
 
     def counted(rows, by: str, *, every: bool = False) -> list:
         # Copies: the catalogue rows are shared by every request of the process.
@@ -97,21 +96,16 @@ def _home_catalogue() -> dict:
             row.n = counts[by].get(row.pk, 0)
         return found
 
-    gpus = {env.gpu_id: env.gpu for env in tables["environment"].values()}
-    sources = counted(sorted(tables["source"].values(), key=_name), "source", every=True)
+    sources = counted(catalogue["source"], "source", every=True)
     for source in sources:
         source.last = counts["last_import"].get(source.pk)
     return {
-        "benchmarks": counted(sorted(tables["benchmark"].values(), key=_title), "benchmark"),
-        "gpus": counted(sorted(gpus.values(), key=_gpu_order), "gpu"),
+        "benchmarks": counted(catalogue["benchmark"], "benchmark"),
+        "gpus": counted(catalogue["gpu"], "gpu"),
         "sources": sources,
         "totals": {"n": counts["total"], "first": counts["first"]},
         "groups": counts["groups"],
     }
-
-
-_title, _name = attrgetter("title"), attrgetter("name")
-_gpu_order = attrgetter("vendor", "product", "form_factor")
 
 
 @require_safe
@@ -336,14 +330,13 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
 @public_page
 def run_list(request: HttpRequest) -> HttpResponse:
     # The filter form's choices come from the per-process catalogue (no queries).
-    tables = memo.tables()
-    gpus = {env.gpu_id: env.gpu for env in tables["environment"].values()}
+    catalogue = memo.lists()
     context = {
         "canonical": _canonical(request),
         "data_version": data_fingerprint()[0],
-        "benchmarks": sorted(tables["benchmark"].values(), key=_title),
-        "gpus": sorted(gpus.values(), key=_gpu_order),
-        "sources": sorted(tables["source"].values(), key=_name),
+        "benchmarks": catalogue["benchmark"],
+        "gpus": catalogue["gpu"],
+        "sources": catalogue["source"],
     }
     try:
         listing = browse(request.GET)

@@ -16,6 +16,14 @@ from runs.models import ComparisonGroup, ImportRecord, Run
 from runs.read.freshness import cached_per_data_change, once_per_data_change
 
 
+def _kept(name: str, compute):
+    """compute() once per data change: from this process's copy, else from the shared cache
+    (one process's scan serves them all), else computed here."""
+    return once_per_data_change(
+        f"{name}-counts", lambda: cached_per_data_change(f"{name}-counts", compute)
+    )
+
+
 def _home() -> dict:
     counts = Run.objects.public().home_counts()
     counts["groups"] = ComparisonGroup.objects.count()
@@ -27,7 +35,7 @@ def _home() -> dict:
 def home() -> dict:
     """The home page's counts (Run.objects.home_counts() plus comparison groups and the latest
     import per source) for the data as it is now."""
-    return once_per_data_change("home-counts", lambda: cached_per_data_change("home", _home))
+    return _kept("home", _home)
 
 
 def _per_gpu() -> dict:
@@ -40,7 +48,7 @@ def _per_gpu() -> dict:
 
 def gpu_benchmarks(gpu_id: int) -> dict[int, int]:
     """Current runs per benchmark on this GPU (a GPU page's list), once per data change."""
-    per_gpu = once_per_data_change("gpu-counts", lambda: cached_per_data_change("gpu", _per_gpu))
+    per_gpu = _kept("gpu", _per_gpu)
     return per_gpu.get(gpu_id, {})
 
 
@@ -59,7 +67,5 @@ def _per_source() -> dict:
 
 def source_stats(source_id: int) -> dict:
     """Runs of a source: current, every revision, and revised ones, once per data change."""
-    per_source = once_per_data_change(
-        "source-counts", lambda: cached_per_data_change("source", _per_source)
-    )
+    per_source = _kept("source", _per_source)
     return per_source.get(source_id, {"current": 0, "total": 0, "revised": 0})

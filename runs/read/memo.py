@@ -14,6 +14,7 @@ committed within the fingerprint's reuse window.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from runs.models import (
     Benchmark,
@@ -29,7 +30,7 @@ from runs.read.freshness import data_fingerprint
 # The relations attach() fills; querysets select_related everything else they need.
 ATTACHED = ("source", "publication", "benchmark", "implementation", "protocol", "environment")
 
-_state: dict = {"fingerprint": None, "tables": None}
+_state: dict = {"fingerprint": None, "tables": None, "lists": None}
 
 
 def _load() -> dict[str, dict]:
@@ -50,9 +51,22 @@ def _load() -> dict[str, dict]:
 def tables(*, force: bool = False) -> dict[str, dict]:
     fingerprint, _ = data_fingerprint()
     if force or _state["tables"] is None or _state["fingerprint"] != fingerprint:
-        _state["tables"] = _load()
-        _state["fingerprint"] = fingerprint
+        _state.update(tables=_load(), fingerprint=fingerprint, lists=None)
     return _state["tables"]
+
+
+def lists() -> dict[str, list]:
+    """The catalogue as pages list it: benchmarks by title, the GPUs some environment names by
+    vendor and product, sources by name. Sorted once per reload of the copies, not per page."""
+    current = tables()
+    if _state["lists"] is None:
+        gpus = {env.gpu_id: env.gpu for env in current["environment"].values()}
+        _state["lists"] = {
+            "benchmark": sorted(current["benchmark"].values(), key=attrgetter("title")),
+            "gpu": sorted(gpus.values(), key=attrgetter("vendor", "product", "form_factor")),
+            "source": sorted(current["source"].values(), key=attrgetter("name")),
+        }
+    return _state["lists"]
 
 
 def attach(runs: Iterable[Run]) -> None:
@@ -70,4 +84,4 @@ def attach(runs: Iterable[Run]) -> None:
 
 
 def reset() -> None:
-    _state.update(fingerprint=None, tables=None)
+    _state.update(fingerprint=None, tables=None, lists=None)

@@ -179,12 +179,11 @@ def test_account_management_pages(client, owner):
         assert client.get(url).status_code == 200, url
 
 
-def test_signup_takes_as_long_for_a_taken_address(client, owner, monkeypatch):
+def test_signup_does_the_same_work_for_a_taken_address(client, owner, monkeypatch):
     """Defect 4: the taken address skipped hashing and answered ten times faster. Both paths
-    now hash once; timed over alternating tries, their ranges overlap."""
-    import statistics
-    import time as clock
-
+    now hash the password exactly once and answer alike, so the answer's timing says nothing
+    about whether an address is registered. (The work is counted, not timed: a wall clock
+    on a shared machine would make this test flaky without making it stronger.)"""
     from django.contrib.auth import hashers
 
     hashed = []
@@ -195,18 +194,11 @@ def test_signup_takes_as_long_for_a_taken_address(client, owner, monkeypatch):
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(hashers.PBKDF2PasswordHasher, "encode", counting)
-    times: dict[str, list[float]] = {"taken": [], "new": []}
-    for i in range(5):
-        for kind, email in (("taken", owner.email), ("new", f"new{i}@example.org")):
-            client.cookies.clear()
-            before = len(hashed)
-            started = clock.perf_counter()
-            response = client.post(
-                "/accounts/signup/", {**SIGNUP, "email": email, "username": f"{kind}{i}"}
-            )
-            times[kind].append(clock.perf_counter() - started)
-            assert response["Location"] == "/accounts/confirm-email/"
-            assert len(hashed) - before == 1, kind
-    taken, new = statistics.median(times["taken"]), statistics.median(times["new"])
-    assert min(times["taken"]) <= max(times["new"]) and min(times["new"]) <= max(times["taken"])
-    assert 0.5 < taken / new < 2, times
+    answers = {}
+    for kind, email in (("taken", owner.email), ("new", "new@example.org")):
+        client.cookies.clear()
+        before = len(hashed)
+        response = client.post("/accounts/signup/", {**SIGNUP, "email": email, "username": kind})
+        assert len(hashed) - before == 1, kind
+        answers[kind] = (response.status_code, response["Location"])
+    assert answers["taken"] == answers["new"] == (302, "/accounts/confirm-email/")

@@ -8,7 +8,6 @@ every query parameter the site reads; anonymously and signed in.
 from __future__ import annotations
 
 import re
-import time
 from urllib.parse import quote
 
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -81,7 +80,6 @@ def test_no_url_answers_5xx_to_hostile_input(client, db, alice):
     routes = _routes()
     params = sorted(set(QUERY_PARAMS) | _schema_query_params())
     assert len(routes) > 30 and any("benchmarks" in r for r in routes)
-    started = time.monotonic()
     failures: list[str] = []
     requests = 0
     for signed_in in (False, True):
@@ -98,6 +96,5 @@ def test_no_url_answers_5xx_to_hostile_input(client, db, alice):
                     requests += 1
                     if response.status_code >= 500:
                         failures.append(f"{method.upper()} {url[:80]} {value[:10]!r}")
-        assert time.monotonic() - started < 240, "the hostile suite must stay fast"
     assert failures == [], failures[:20]
     assert requests > 800

@@ -250,3 +250,23 @@ def test_the_api_shows_a_data_change_at_once(client, settings):
     detail = client.get(f"/api/v1/runs/{run.public_id}/").json()
     assert (listed["evidence"], listed["rank"]) == ("checked", 2)
     assert (detail["evidence"], detail["rank"]) == ("checked", 2) and "labels" in detail
+
+
+@pytest.mark.django_db
+def test_listed_runs_are_the_serializer_s_representation(client, settings):
+    """The list keeps each run's representation per data change: cold or warm, it is what the
+    serializer makes of the run, field for field, in the list's order."""
+    from rest_framework.renderers import JSONRenderer
+
+    from runs.api.serializers import RunSerializer
+    from runs.read import memo
+
+    settings.PAGE_CACHE_SECONDS = 0
+    RunFactory.create_batch(12)
+    RunFactory(rank=None)
+    expected_runs = list(Run.objects.public().select_related("workload", "group").order_by("-id"))
+    memo.attach(expected_runs)
+    expected = [dict(d) for d in RunSerializer(expected_runs, many=True).data]
+    cold = client.get("/api/v1/runs/?page_size=20").json()["results"]
+    warm = client.get("/api/v1/runs/?page_size=20").json()["results"]
+    assert cold == warm == json.loads(JSONRenderer().render(expected))

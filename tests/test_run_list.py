@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from html import unescape
+from urllib.parse import urlencode
 
 import pytest
 
@@ -171,3 +172,76 @@ def test_query_counts_do_not_grow(client, settings):
     small = counts()
     grow(400)
     assert counts() == small
+
+
+@pytest.mark.django_db
+def test_count_is_kept_per_filters_and_moves_with_the_data(client, settings):
+    """The count depends on the filters only: another sort or page of the same filters counts
+    nothing, and a new run is counted at once."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0
+    norm = BenchmarkFactory(slug="rms_norm")
+    RunFactory.create_batch(3, benchmark=norm)
+    RunFactory()  # another benchmark, not counted
+    assert "3 runs match" in text_of(client.get("/runs/?benchmark=rms_norm"))
+    with CaptureQueriesContext(connection) as ctx:
+        resorted = client.get("/runs/?benchmark=rms_norm&ordering=-median")
+    assert "3 runs match" in text_of(resorted)
+    assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+    RunFactory(benchmark=norm)
+    assert "4 runs match" in text_of(client.get("/runs/?benchmark=rms_norm&ordering=-median"))
+
+
+@pytest.mark.django_db
+def test_rows_show_a_data_change_at_once(client, settings):
+    """Each row is kept per data change: an update that bypasses save() (the data-version
+    trigger alone) still shows on the next request."""
+    settings.PAGE_CACHE_SECONDS = 0
+    settings.FINGERPRINT_TTL = 0
+    run = RunFactory(rank=1)
+    assert "Reported" in text_of(client.get("/runs/"))
+    Run.objects.filter(pk=run.pk).update(evidence=Evidence.CHECKED, rank=2)
+    row = re.search(rf"<tr><td><a href=\"/runs/{run.public_id}/\">.*?</tr>",
+                    client.get("/runs/").content.decode())[0]  # fmt: skip
+    assert "Checked" in unescape(row) and '<td class="num">2</td>' in row
+
+
+@pytest.mark.django_db
+def test_filter_form_marks_exactly_the_chosen_options(client, mixed):
+    """The selects are rendered once per data change and the chosen value marked per request:
+    the marked option is the one whose value equals the parameter, hostile values mark none and
+    come back escaped."""
+
+    def selected(query: str) -> dict[str, list[str]]:
+        html = client.get(f"/runs/?{query}").content.decode()
+        marked: dict[str, list[str]] = {}
+        for name, options in re.findall(r'<select name="(\w+)"[^>]*>(.*?)</select>', html, re.S):
+            marked[name] = re.findall(r'<option value="([^"]*)" selected>', options)
+        return marked
+
+    chosen = selected(
+        "benchmark=rms_norm&gpu=nvidia-a100-sxm4-80gb&source=liger-kernel-ci"
+        "&timed_pass=backward&metric=latency&evidence=checked&ordering=-median"
+    )
+    assert chosen == {
+        "benchmark": ["rms_norm"],
+        "gpu": ["nvidia-a100-sxm4-80gb"],
+        "source": ["liger-kernel-ci"],
+        "timed_pass": ["backward"],
+        "metric": ["latency"],
+        "evidence": ["checked"],
+        "ordering": ["-median"],
+    }
+    # Nothing chosen: the fixed-choice selects show their empty choice, the others none.
+    assert selected("") == {
+        "benchmark": [], "gpu": [], "source": [],
+        "timed_pass": [""], "metric": [""], "evidence": [""], "ordering": [""],
+    }  # fmt: skip
+    hostile = '"><script>alert(1)</script>'
+    query = urlencode({"benchmark": hostile, "gpu": "rms_norm"})
+    assert "<script>alert" not in client.get(f"/runs/?{query}").content.decode()
+    # An unknown value marks nothing; a benchmark's slug given as a GPU marks no GPU.
+    assert selected(query)["benchmark"] == selected(query)["gpu"] == []

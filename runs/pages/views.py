@@ -329,15 +329,9 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
 @require_safe
 @public_page
 def run_list(request: HttpRequest) -> HttpResponse:
-    # The filter form's choices come from the per-process catalogue (no queries).
-    catalogue = memo.lists()
-    context = {
-        "canonical": _canonical(request),
-        "data_version": data_fingerprint()[0],
-        "benchmarks": catalogue["benchmark"],
-        "gpus": catalogue["gpu"],
-        "sources": catalogue["source"],
-    }
+    # The filter form's options and the table's rows are kept per data change
+    # (runs/pages/listing.py): per request, only the page's ids are queried.
+    context = {"canonical": _canonical(request)}
     try:
         listing = browse(request.GET)
     except BadQuery as bad:
@@ -346,7 +340,6 @@ def run_list(request: HttpRequest) -> HttpResponse:
         context.update(filter=filterset, page=None, errors=bad.errors)
         return render(request, "runs/run_list.html", context, status=400)
     page = listing.page()
-    memo.attach(page.runs)
     query = request.GET.copy()
     query.pop("cursor", None)
     query.pop("page", None)  # links from before cursors: they start at the first page

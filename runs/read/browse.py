@@ -3,14 +3,15 @@
 Every sort is an index on runs_run that ends in the primary key (see Run.Meta.indexes), and a
 page continues from the last row of the previous one (`sort >= v AND (sort > v OR id > i)`), so
 page 1000 costs what page 1 costs and nothing counts the whole match: the page says how many
-runs match up to COUNT_CAP and "more than" past it. The view and bench/explain.py both build
-the query here.
+runs match up to COUNT_CAP and "more than" past it, counted once per data change. The view and
+bench/explain.py both build the query here.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,7 @@ from django.http import QueryDict
 
 from runs.models import Run
 from runs.read.filters import ORDERINGS, RunFilter
+from runs.read.freshness import cached_per_data_change
 
 PAGE_SIZE = 50
 COUNT_CAP = 1000
@@ -93,7 +95,7 @@ class Cursor:
 
 @dataclass
 class Page:
-    runs: list[Run]
+    runs: list[Run]  # with only the id and the sort key loaded
     matching: int  # counted no further than cap + 1
     cap: int
     next: Cursor | None
@@ -144,7 +146,9 @@ class Browse:
         backwards = self.cursor is not None and self.cursor.before
         # Paging backwards reads the same index in the other direction.
         descending = self.descending != backwards
-        queryset = self.filterset.qs.order_by(*self._ordering(descending))
+        # Only the id and the sort key: the rows' cells come from runs/pages/listing.py, kept
+        # per data change, and the cursor needs nothing else.
+        queryset = self.filterset.qs.only("id", self.column).order_by(*self._ordering(descending))
         if self.cursor is not None:
             queryset = queryset.filter(self._beyond(self.cursor, descending))
         return queryset[: PAGE_SIZE + 1]
@@ -152,6 +156,18 @@ class Browse:
     def count_queryset(self) -> QuerySet:
         """Matching runs, counted no further than COUNT_CAP + 1."""
         return self.filterset.qs.order_by().values("id")[: COUNT_CAP + 1]
+
+    def matching(self) -> int:
+        """The capped count, kept per data change for each combination of filters: it does not
+        depend on the sort or the page, so paging through a result or re-sorting it counts
+        once. (Two filters can leave a thousand runs scattered over the heap: counting them
+        is most of such a page's SQL.)"""
+        cleaned = self.filterset.form.cleaned_data if self.filterset.is_bound else {}
+        filters = sorted((k, v) for k, v in cleaned.items() if k != "ordering" and v)
+        key = hashlib.sha256(json.dumps(filters, default=str).encode()).hexdigest()
+        return cached_per_data_change(
+            f"browse-count:{key}", lambda: self.count_queryset().count(), using="fragments"
+        )
 
     def _cursor(self, run: Run, *, before: bool) -> Cursor:
         return Cursor(self.sort, getattr(run, self.column), run.pk, before)
@@ -168,7 +184,7 @@ class Browse:
         has_previous = self.cursor is not None if not backwards else more
         return Page(
             runs=rows,
-            matching=self.count_queryset().count(),
+            matching=self.matching(),
             cap=COUNT_CAP,
             next=self._cursor(rows[-1], before=False) if rows and has_next else None,
             previous=self._cursor(rows[0], before=True) if rows and has_previous else None,
@@ -177,9 +193,7 @@ class Browse:
 
 def browse(params: QueryDict, queryset: QuerySet | None = None) -> Browse:
     """The browse query for these GET parameters; BadQuery names each one it cannot use."""
-    # Workloads in a second query, for the 50 runs shown: joined in the page query, the planner
-    # (misjudging how many runs two filters leave) joins every match before sorting.
-    base = Run.objects.public().prefetch_related("workload") if queryset is None else queryset
+    base = Run.objects.public() if queryset is None else queryset
     filterset = RunFilter(params or None, queryset=base)
     if filterset.is_bound and not filterset.is_valid():
         raise BadQuery({field: " ".join(errs) for field, errs in filterset.errors.items()})

@@ -1,10 +1,12 @@
 """The run filters shared by the browse page, the API list and the bulk export.
 
-Every filter lands on an indexed column of runs_run (Run.Meta.indexes). Text filters (free-text search, slugs of related rows)
-are resolved against the small catalogue tables first and reach runs_run as an indexed
-`IN (...)` on a foreign key, never as a LIKE over the run table.
+Every filter lands on an indexed column of runs_run (Run.Meta.indexes). Text filters (free-text
+search, slugs of related rows) are resolved against the small catalogue tables first and reach
+runs_run as an indexed `IN (...)` on a foreign key, never as a LIKE over the run table. Slugs of
+benchmarks, GPUs, sources and providers are matched in the per-process copies of those tables
+(runs.read.memo), without a query; data types and free text in a query of their own.
 
-Each is resolved in its own query into a list of ids, not left as a subquery: PostgreSQL
+Each is resolved into a list of ids, not left as a subquery: PostgreSQL
 cannot combine `a IN (SELECT ...) OR b IN (SELECT ...)` with indexes (it filters every row of
 runs_run), while an OR of literal id lists is a BitmapOr of the foreign-key indexes, or a walk
 down the sort index when the text matches most runs. The catalogue tables are a few hundred
@@ -13,6 +15,8 @@ denormalised onto runs_run for ingest to keep up to date.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import django_filters
 from django.db.models import Q, Value
@@ -29,6 +33,8 @@ from runs.models import (
     TimedPass,
     Workload,
 )
+from runs.read import memo
+from runs.read.freshness import cached_per_data_change
 
 ORDERINGS = {
     "median": "median",
@@ -36,6 +42,14 @@ ORDERINGS = {
     "rank": "rank",
     "imported": "created_at",
 }
+
+
+def _catalogue_ids(table: str, matches, rows) -> list[int]:
+    """Ids of the rows of a catalogue table that `matches`, from the per-process copies. A value
+    no copy matches is looked up in the database too (`rows`): the row may have come with an
+    import that committed since the copies were loaded."""
+    ids = sorted(pk for pk, row in memo.tables()[table].items() if matches(row))
+    return ids or _ids(rows)
 
 
 def _ids(rows) -> list[int]:
@@ -72,7 +86,19 @@ def _search_sources(value: str) -> list[tuple[str, object]]:
 
 def search_condition(value: str) -> Q:
     """Runs whose benchmark, implementation, GPU or workload matches `value`, as literal id
-    lists on runs_run's indexed foreign keys (one query over the catalogue tables)."""
+    lists on runs_run's indexed foreign keys. The lists come from one query over the catalogue
+    tables, kept per data change for each text searched (they change only with the data)."""
+    key = hashlib.sha256(value.encode()).hexdigest()
+    ids = cached_per_data_change(f"search:{key}", lambda: _search_ids(value), using="fragments")
+    if not ids:
+        return Q(pk__in=[])
+    condition = Q()
+    for column, pks in ids.items():
+        condition |= Q(**{f"{column}_id__in": pks})
+    return condition
+
+
+def _search_ids(value: str) -> dict[str, list[int]]:
     parts = [
         rows.order_by().annotate(column=Value(column)).values_list("column", "id")
         for column, rows in _search_sources(value)
@@ -80,12 +106,7 @@ def search_condition(value: str) -> Q:
     ids: dict[str, list[int]] = {}
     for column, pk in parts[0].union(*parts[1:], all=True):
         ids.setdefault(column, []).append(pk)
-    if not ids:
-        return Q(pk__in=[])
-    condition = Q()
-    for column, pks in ids.items():
-        condition |= Q(**{f"{column}_id__in": pks})
-    return condition
+    return ids
 
 
 class RunFilter(django_filters.FilterSet):
@@ -125,18 +146,32 @@ class RunFilter(django_filters.FilterSet):
         return queryset.filter(search_condition(value))
 
     def by_benchmark(self, queryset, name, value):
-        return queryset.filter(benchmark_id__in=_ids(Benchmark.objects.filter(slug=value)))
+        ids = _catalogue_ids(
+            "benchmark", lambda row: row.slug == value, Benchmark.objects.filter(slug=value)
+        )
+        return queryset.filter(benchmark_id__in=ids)
 
     def by_implementation(self, queryset, name, value):
-        return queryset.filter(
-            implementation_id__in=_ids(Implementation.objects.filter(provider_key=value))
+        ids = _catalogue_ids(
+            "implementation",
+            lambda row: row.provider_key == value,
+            Implementation.objects.filter(provider_key=value),
         )
+        return queryset.filter(implementation_id__in=ids)
 
     def by_gpu(self, queryset, name, value):
-        return queryset.filter(environment_id__in=_ids(Environment.objects.filter(gpu__slug=value)))
+        ids = _catalogue_ids(
+            "environment",
+            lambda row: row.gpu.slug == value,
+            Environment.objects.filter(gpu__slug=value),
+        )
+        return queryset.filter(environment_id__in=ids)
 
     def by_dtype(self, queryset, name, value):
         return queryset.filter(workload_id__in=_ids(Workload.objects.filter(dtype=value)))
 
     def by_source(self, queryset, name, value):
-        return queryset.filter(source_id__in=_ids(Source.objects.filter(slug=value)))
+        ids = _catalogue_ids(
+            "source", lambda row: row.slug == value, Source.objects.filter(slug=value)
+        )
+        return queryset.filter(source_id__in=ids)

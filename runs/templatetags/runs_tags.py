@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from django import template
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from runs.models import Evidence
@@ -182,15 +182,24 @@ def other_statistics(run) -> dict:
 
 
 @register.simple_tag
-def select_options(rows, label: str, chosen) -> str:
-    """The <option>s of a filter's select: each row's slug, its `label` attribute, the chosen
-    one selected. Hundreds of benchmarks: one Python loop instead of a template loop."""
-    chosen = chosen or ""
-    return format_html_join(
-        "",
-        '<option value="{}"{}>{}</option>',
-        (
-            (row.slug, mark_safe(" selected") if row.slug == chosen else "", getattr(row, label))
-            for row in rows
-        ),
-    )
+def run_rows(runs) -> str:
+    """A listing's table rows, each kept per data change (runs/pages/listing.py)."""
+    from runs.pages.listing import table_rows
+
+    return table_rows(list(runs))
+
+
+@register.simple_tag
+def catalogue_options(name: str, chosen) -> str:
+    """The <option>s of the benchmark, GPU or source filter, the chosen one selected."""
+    from runs.pages.listing import catalogue_options
+
+    return catalogue_options(name, chosen)
+
+
+@register.simple_tag
+def choice_options(name: str, chosen) -> str:
+    """The <option>s of a fixed-choice filter (pass, metric, evidence, sort order)."""
+    from runs.pages.listing import choice_options
+
+    return choice_options(name, chosen)

@@ -39,6 +39,14 @@ SEARCH_INDEXES = {
 }
 
 
+def _in_order(scans: list[tuple[str, str | None]]) -> set[str | None]:
+    """The indexes a plan reads rows from in index order (with or without the heap: the page
+    query loads only the id and the sort key, which an index-only scan can answer)."""
+    if all(node in ("Index Scan", "Index Only Scan") for node, _ in scans):
+        return {index for _, index in scans}
+    return set()
+
+
 def _scans(queryset, *, off=("seqscan",)) -> list[tuple[str, str | None]]:
     """(node type, index name) of every node of the plan that reads runs_run or its indexes."""
     with connection.cursor() as cursor:
@@ -65,10 +73,10 @@ def test_each_sort_reads_its_index_on_every_page(runs, ordering, index):
     """In order, without sorting: the page reads 51 entries of the index, from its cursor on."""
     off = ("seqscan", "sort", "bitmapscan")
     first = browse(QueryDict(f"ordering={ordering}"))
-    assert _scans(first.page_queryset(), off=off) == [("Index Scan", index)]
+    assert _in_order(_scans(first.page_queryset(), off=off)) == {index}
     cursor = first.page().next.encode()
     later = browse(QueryDict(f"ordering={ordering}&cursor={cursor}"))
-    assert _scans(later.page_queryset(), off=off) == [("Index Scan", index)]
+    assert _in_order(_scans(later.page_queryset(), off=off)) == {index}
 
 
 @pytest.mark.parametrize(
@@ -81,9 +89,9 @@ def test_a_benchmark_sorted_reads_its_own_index(runs, ordering, index):
     off = ("seqscan", "sort", "bitmapscan")
     query = f"benchmark=llama4_rope&gpu=nvidia-h100-80gb-hbm3&ordering={ordering}"
     first = browse(QueryDict(query))
-    assert _scans(first.page_queryset(), off=off) == [("Index Scan", index)]
+    assert _in_order(_scans(first.page_queryset(), off=off)) == {index}
     later = browse(QueryDict(f"{query}&cursor={first.page().next.encode()}"))
-    assert _scans(later.page_queryset(), off=off) == [("Index Scan", index)]
+    assert _in_order(_scans(later.page_queryset(), off=off)) == {index}
 
 
 def test_search_reads_the_foreign_key_indexes(runs):

@@ -7,7 +7,9 @@ The queries are the ones the views run: the browse query is built by runs.read.b
 (what runs.pages.views.run_list calls) and the API list by the RunList view's own filter and
 cursor pagination, each executed once under a query log, then each logged statement is
 explained. Cases: browse unfiltered, with two filters, two filters sorted by median, searched
-(q=rope), the second page of the unfiltered list through its cursor, and the API list.
+(q=rope), the second page of the unfiltered list through its cursor, and the API list; then
+what browse computes once per data change (the capped count of a combination of filters, and
+the catalogue ids a search text matches), which a warm request does not issue.
 `--brief` prints one line per query (planning + execution ms, and the scans of runs_run).
 
 bench/scale.py calls explain_all(stdout) and cases().
@@ -36,12 +38,17 @@ from rest_framework.test import APIRequestFactory  # noqa: E402
 
 from runs.api.views import RunList  # noqa: E402
 from runs.read.browse import browse  # noqa: E402
+from runs.read.filters import _search_ids  # noqa: E402
 
 TWO_FILTERS = "benchmark=llama4_rope&gpu=nvidia-h100-80gb-hbm3"
 
 
 def _browse(query: str) -> Callable[[], object]:
     return lambda: browse(QueryDict(query)).page()
+
+
+def _count(query: str) -> Callable[[], object]:
+    return lambda: browse(QueryDict(query)).count_queryset().count()
 
 
 def _second_page(query: str) -> Callable[[], object]:
@@ -56,8 +63,7 @@ def _api_list(query: str) -> Callable[[], object]:
         view = RunList()
         view.args, view.kwargs, view.format_kwarg = (), {}, None
         view.request = view.initialize_request(APIRequestFactory().get("/api/v1/runs/?" + query))
-        queryset = view.filter_queryset(view.get_queryset())
-        return view.paginate_queryset(queryset)
+        return view.page_keys()
 
     return run
 
@@ -70,6 +76,11 @@ def cases() -> list[tuple[str, Callable[[], object]]]:
         (f"browse /runs/?{TWO_FILTERS}&ordering=median", _browse(f"{TWO_FILTERS}&ordering=median")),
         ("browse /runs/?q=rope", _browse("q=rope")),
         ("browse /runs/?cursor=<page 2>", _second_page("")),
+        # Once per data change for each combination of filters, and for each text searched.
+        (f"browse count, {TWO_FILTERS}", _count(TWO_FILTERS)),
+        ("browse count, q=rope", _count("q=rope")),
+        ("browse count, no filter", _count("")),
+        ("search q=rope: the catalogue ids", lambda: _search_ids("rope")),
         ("API /api/v1/runs/", _api_list("")),
         ("API /api/v1/runs/?ordering=-median", _api_list("ordering=-median")),
     ]

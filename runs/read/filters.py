@@ -4,7 +4,8 @@ Every filter lands on an indexed column of runs_run (Run.Meta.indexes). Text fil
 search, slugs of related rows) are resolved against the small catalogue tables first and reach
 runs_run as an indexed `IN (...)` on a foreign key, never as a LIKE over the run table. Slugs of
 benchmarks, GPUs, sources and providers are matched in the per-process copies of those tables
-(runs.read.memo), without a query; data types and free text in a query of their own.
+(runs.read.memo), without a query; data types and free text in a query of their own, whose
+result is kept per data change for each value.
 
 Each is resolved into a list of ids, not left as a subquery: PostgreSQL
 cannot combine `a IN (SELECT ...) OR b IN (SELECT ...)` with indexes (it filters every row of
@@ -168,7 +169,13 @@ class RunFilter(django_filters.FilterSet):
         return queryset.filter(environment_id__in=ids)
 
     def by_dtype(self, queryset, name, value):
-        return queryset.filter(workload_id__in=_ids(Workload.objects.filter(dtype=value)))
+        # Workloads are not among the per-process copies (there are hundreds, and more with
+        # every new shape): their ids per data type are kept per data change instead.
+        key = "dtype:" + hashlib.sha256(value.encode()).hexdigest()
+        ids = cached_per_data_change(
+            key, lambda: _ids(Workload.objects.filter(dtype=value)), using="fragments"
+        )
+        return queryset.filter(workload_id__in=ids)
 
     def by_source(self, queryset, name, value):
         ids = _catalogue_ids(

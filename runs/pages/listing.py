@@ -10,6 +10,7 @@ their options are rendered once per data change and the chosen one marked by a s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 
 from django.template.loader import get_template
@@ -29,7 +30,7 @@ def _complete(run: Run) -> bool:
     return "public_id" not in run.get_deferred_fields()
 
 
-def table_rows(runs: list[Run]) -> SafeString:
+def table_rows(runs: Iterable[Run]) -> SafeString:
     """The <tr> of each run, in order."""
     given = {run.pk: run for run in runs}
     template = get_template(ROW_TEMPLATE)
@@ -86,4 +87,5 @@ def _choice_options(name: str) -> str:
 
 
 def choice_options(name: str, chosen: str | None) -> SafeString:
+    """The options of a fixed-choice select (pass, metric, evidence, sort order)."""
     return _mark(_choice_options(name), chosen or "")

@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from runs.models import Evidence
+from runs.pages import listing
 
 register = template.Library()
 
@@ -181,25 +182,7 @@ def other_statistics(run) -> dict:
     return {m.get("statistic"): m.get("value") for m in (run.spec or {}).get("measurements", [])}
 
 
-@register.simple_tag
-def run_rows(runs) -> str:
-    """A listing's table rows, each kept per data change (runs/pages/listing.py)."""
-    from runs.pages.listing import table_rows
-
-    return table_rows(list(runs))
-
-
-@register.simple_tag
-def catalogue_options(name: str, chosen) -> str:
-    """The <option>s of the benchmark, GPU or source filter, the chosen one selected."""
-    from runs.pages.listing import catalogue_options
-
-    return catalogue_options(name, chosen)
-
-
-@register.simple_tag
-def choice_options(name: str, chosen) -> str:
-    """The <option>s of a fixed-choice filter (pass, metric, evidence, sort order)."""
-    from runs.pages.listing import choice_options
-
-    return choice_options(name, chosen)
+# A listing's table rows and the filter form's options, kept per data change.
+register.simple_tag(listing.table_rows, name="run_rows")
+register.simple_tag(listing.catalogue_options, name="catalogue_options")
+register.simple_tag(listing.choice_options, name="choice_options")

@@ -1,9 +1,12 @@
-"""Command line.
+"""Command line (`kirunner`, or `python -m kirunner`).
 
-    python -m kirunner JOB.json --out RESULT.json [--sign] [--cpu] [--rep MS] [--seed N]
-    python -m kirunner sign RESULT.json [--out SIGNED.json]
-    python -m kirunner verify RESULT.json
-    python -m kirunner batch JOB.json... --out-dir DIR [--sign] [--suffix .r1] [--budget S]
+    kirunner run JOB.json --out RESULT.json [--cpu] [--rep MS] [--seed N] [--sign]
+    kirunner sign RESULT.json [--out SIGNED.json]
+    kirunner verify RESULT.json
+    kirunner batch JOB.json... --out-dir DIR [--sign] [--suffix .r1] [--budget S]
+
+`run` is the word a person types; `kirunner JOB.json --out ...` (no word) still runs a job,
+as GPU workers call it.
 
 `batch` runs many jobs in one process: process start, imports and Triton compilation dominate
 a short job, so a batch of hundreds of jobs costs a fraction of one process per job. Each job
@@ -26,9 +29,47 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .sign import SigningError, key_from_env, sign_result, verify_result
 
 __all__ = ["main"]
+
+USAGE = f"""\
+kirunner {__version__}: re-measure one KernelIndex benchmark run and write a result file.
+
+usage:
+  kirunner run JOB.json --out RESULT.json [--cpu] [--rep MS] [--seed N]
+  kirunner batch JOB.json... --out-dir DIR [--suffix .r1] [--budget S]
+  kirunner sign RESULT.json [--out SIGNED.json]      (KernelIndex's own GPU workers only)
+  kirunner verify RESULT.json                         (KernelIndex's own GPU workers only)
+  kirunner COMMAND --help                             (the options of one command)
+
+Reproduce a run on your own GPU:
+  1. On the run's page, "Reproduce on your GPU": download its job file (job.json).
+     It names the benchmark, the implementation and release, the pass, the metric and
+     the exact workload parameters of the published row.
+  2. Install what the job file's page lists, e.g.
+       pip install "kirunner[gpu] @ <site>/reproduce/kirunner-{__version__}.zip" "liger-kernel==0.6.2"
+  3. kirunner run job.json --out result.json
+     It checks the implementation against a reference first, then measures the way the
+     upstream benchmark script does (triton's do_bench quantiles for latency, the peak
+     allocation for memory), then times the GPU alone (cold device time, host enqueue
+     time, L2 flush) to say whether the figure was device-bound or host-bound.
+  4. Upload result.json on the run's page ("Add a reproduction", or
+     POST /api/v1/attestations/ with result_file). It is shown as a measured
+     reproduction once a maintainer approves it; it never changes the run's evidence level.
+
+Without a CUDA GPU (or with --cpu) the job runs on the CPU with scaled-down shapes: the
+correctness check means something, the timing does not. liger-kernel needs a CUDA GPU.
+
+The result file holds: the job it ran, the workload as requested and as run, the GPU and
+driver, the versions of CUDA, torch, triton, transformers and liger-kernel, the correctness
+check, every sample, the quantiles, and the diagnostics. No host name, user name or path.
+
+exit status: 0 result written and status ok; 1 result written, but the status is
+incorrect, unavailable, invalid or error; 2 usage error or unreadable job file;
+3 signing or verification failure.
+"""
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -46,13 +87,25 @@ def _read_json(path: str) -> Any:
         return json.load(fh)
 
 
+def _progress(step: str) -> None:
+    # stderr, so that a caller who pipes stdout gets the summary alone.
+    print(f"kirunner: {step}", file=sys.stderr, flush=True)
+
+
 def _cmd_run(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m kirunner", description="Re-measure one benchmark run."
+        prog="kirunner run",
+        description="Re-measure one benchmark run: correctness check, then the measurement, "
+        "then (on a GPU) the device-time diagnostics. Writes the result document to --out and "
+        "prints a summary.",
     )
-    p.add_argument("job", help="RerunJob JSON file")
-    p.add_argument("--out", required=True, help="where to write the RerunResult JSON")
-    p.add_argument("--sign", action="store_true", help="sign with KERNELINDEX_WORKER_KEY[_ID]")
+    p.add_argument("job", help="the job file (JSON), e.g. job.json from a run's page")
+    p.add_argument("--out", required=True, help="where to write the result file (JSON)")
+    p.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign with KERNELINDEX_WORKER_KEY[_ID] (KernelIndex's GPU workers; never a self-run job)",
+    )
     p.add_argument(
         "--cpu", action="store_true", help="run on the CPU (small shapes) even if a GPU is present"
     )
@@ -67,27 +120,88 @@ def _cmd_run(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
 
-    key = None
-    if args.sign:
-        try:
-            key = key_from_env()  # fail before spending minutes on a run we cannot sign
-        except SigningError as exc:
-            print(f"kirunner: {exc}", file=sys.stderr)
-            return 3
     try:
         job = _read_json(args.job)
     except (OSError, json.JSONDecodeError) as exc:
         print(f"kirunner: cannot read job {args.job}: {exc}", file=sys.stderr)
         return 2
 
-    from .runner import run_job
+    from .runner import is_self_run, run_job
 
-    result = run_job(job, force_cpu=args.cpu, rep=args.rep, seed=args.seed)
+    key = None
+    if args.sign:
+        if is_self_run(job):
+            print(
+                "kirunner: a self-run job is never signed with a worker key: upload its "
+                "result as a measured reproduction",
+                file=sys.stderr,
+            )
+            return 3
+        try:
+            key = key_from_env()  # fail before spending minutes on a run we cannot sign
+        except SigningError as exc:
+            print(f"kirunner: {exc}", file=sys.stderr)
+            return 3
+
+    _progress(f"{__version__} running {args.job}")
+    result = run_job(job, force_cpu=args.cpu, rep=args.rep, seed=args.seed, progress=_progress)
     if key is not None:
         sign_result(result, *key)
     _write_json(Path(args.out), result)
-    print(_summary(result))
+    if is_self_run(job):
+        print(_report(result, args.out))
+    else:
+        print(_summary(result))
     return 0 if result["payload"].get("status") == "ok" else 1
+
+
+def _ms(value: Any) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "n/a"
+    return f"{value * 1e3:.2f} us" if value < 1 else f"{value:.4g} ms"
+
+
+def _report(result: dict[str, Any], out: str) -> str:
+    """The human summary of a self-run: what a person reads before uploading the file."""
+    payload = result["payload"]
+    env = payload.get("environment") or {}
+    m = payload.get("measurement") or {}
+    checked = payload.get("correctness") or {}
+    where = env.get("gpuName") or ("the CPU (scaled-down shapes)" if payload["device"] else "-")
+    lines = [
+        f"{payload.get('benchmark')} · {payload.get('provider')} · {payload.get('pass')} · "
+        f"{payload.get('metric')} on {where}: {payload.get('status')}",
+    ]
+    if checked:
+        lines.append(f"  correctness     {'passed' if checked.get('passed') else 'FAILED'}")
+    if m:
+        unit = m.get("unit")
+        figure = (
+            f"{_ms(m.get('median'))} (p20 {_ms(m.get('p20'))}, p80 {_ms(m.get('p80'))})"
+            if unit == "ms"
+            else f"{m.get('median'):.6g} {unit}"
+        )
+        lines.append(
+            f"  figure          median {figure}, {m.get('iterations')} samples, {m.get('timer')}"
+        )
+        diagnostics = m.get("diagnostics") or {}
+        cls = diagnostics.get("classification")
+        if cls:
+            lines.append(f"  device time     {_ms(cls['deviceMs'])} (cold, L2 flushed)")
+            lines.append(f"  classification  {cls['kind']}: {cls.get('why', '')}")
+        elif diagnostics.get("absent") or diagnostics.get("error"):
+            lines.append(
+                f"  device time     none: {diagnostics.get('absent') or diagnostics['error']}"
+            )
+    if payload.get("error"):
+        lines.append(f"  error           {payload['error'].splitlines()[0]}")
+    if payload.get("status") == "ok":
+        lines.append(f"  result          {out}: upload it on the run's page as a reproduction")
+    else:
+        lines.append(
+            f"  result          {out} (not uploadable: the status is {payload.get('status')})"
+        )
+    return "\n".join(lines)
 
 
 def _summary(result: dict[str, Any]) -> str:
@@ -235,6 +349,12 @@ def _cmd_verify(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"kirunner {__version__}")
+        return 0
     if argv and argv[0] == "sign":
         return _cmd_sign(argv[1:])
     if argv and argv[0] == "batch":

@@ -22,13 +22,14 @@ import os
 import re
 import secrets
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from . import __version__
 from .impls import Unavailable
 from .workload import WorkloadError
 
-__all__ = ["API_VERSION", "JobError", "run_job", "validate_job"]
+__all__ = ["API_VERSION", "JobError", "is_self_run", "run_job", "support_problem", "validate_job"]
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 PASSES = ("forward", "backward", "full")
@@ -39,6 +40,14 @@ RELEASE = re.compile(r"^v?\d+\.\d+")
 
 class JobError(ValueError):
     """The job document is malformed or asks for something this runner cannot do."""
+
+
+def is_self_run(job: Any) -> bool:
+    """A job someone downloaded to run on their own GPU: it carries no nonce from a worker
+    queue, and its result is never signed with a worker key (a worker key proves that a
+    result came from a GPU KernelIndex controls, which a self-run never does)."""
+    block = job.get("job") if isinstance(job, dict) else None
+    return isinstance(block, dict) and block.get("selfRun") is True
 
 
 def _now() -> str:
@@ -62,9 +71,13 @@ def validate_job(job: Any) -> dict[str, Any]:
         raise JobError(f"apiVersion must be {API_VERSION!r}, got {job.get('apiVersion')!r}")
     if job.get("kind") != "RerunJob":
         raise JobError(f"kind must be 'RerunJob', got {job.get('kind')!r}")
+    self_run = is_self_run(job)
+    if self_run and _get(job, "job.nonce") is not None:
+        raise JobError("a self-run job carries no nonce (job.nonce must be null)")
     out: dict[str, Any] = {
         "job_id": str(_get(job, "job.id")),
-        "nonce": str(_get(job, "job.nonce")),
+        "nonce": None if self_run else str(_get(job, "job.nonce")),
+        "self_run": self_run,
         "public_id": str(_get(job, "run.publicId")),
         "benchmark": str(_get(job, "benchmark")),
         "pass": str(_get(job, "pass")),
@@ -113,13 +126,35 @@ def validate_job(job: Any) -> dict[str, Any]:
     return out
 
 
+def support_problem(job: Any) -> str | None:
+    """Why this runner cannot run `job`, in words, or None when it can. Cheap (no torch): the
+    server asks it for every run page that offers a job file."""
+    from .kernels import get_spec
+
+    try:
+        spec_job = validate_job(job)
+        spec = get_spec(spec_job["benchmark"])
+        if spec_job["provider"] not in spec.providers:
+            return (
+                f"{spec.name} has no provider {spec_job['provider']!r} in the upstream script "
+                f"(providers: {', '.join(spec.providers)})"
+            )
+        spec.resolve(spec_job["parameters"])
+    except (JobError, WorkloadError, Unavailable) as exc:
+        return str(exc)
+    return None
+
+
 def _job_echo(job: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """job/run identifiers to echo even when the job is malformed."""
     j = job.get("job") if isinstance(job, dict) else None
     r = job.get("run") if isinstance(job, dict) else None
     j = j if isinstance(j, dict) else {}
     r = r if isinstance(r, dict) else {}
-    return {"id": j.get("id"), "nonce": j.get("nonce")}, {"publicId": r.get("publicId")}
+    echo = {"id": j.get("id"), "nonce": j.get("nonce")}
+    if is_self_run(job):
+        echo["selfRun"] = True
+    return echo, {"publicId": r.get("publicId")}
 
 
 def _free(device_type: str) -> None:
@@ -138,9 +173,11 @@ def run_job(
     rep: float | None = None,
     seed: int | None = None,
     cpu_max_samples: int = 1000,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the job; return the unsigned RerunResult document. Never raises for job-level
-    problems: they end up in payload.error (and payload.status)."""
+    problems: they end up in payload.error (and payload.status). `progress` is told each
+    step as it starts (the command line prints it)."""
     started = _now()
     job_echo, run_echo = _job_echo(job)
     payload: dict[str, Any] = {
@@ -170,6 +207,7 @@ def run_job(
             rep_override=rep,
             seed=seed,
             cpu_max_samples=cpu_max_samples,
+            progress=progress or (lambda step: None),
         )
     except Unavailable as exc:
         payload["status"] = "unavailable"
@@ -193,6 +231,7 @@ def _run(
     rep_override: float | None,
     seed: int | None,
     cpu_max_samples: int,
+    progress: Callable[[str], None],
 ) -> None:
     spec_job = validate_job(job)
     payload["metric"] = spec_job["metric"]
@@ -219,6 +258,7 @@ def _run(
         else torch.device("cpu")
     )
     payload["device"] = device_type
+    progress(f"reading the {device_type} environment (driver, versions, clocks)")
     payload["environment"] = capture_environment(device_type)
     if device_type == "cuda":
         # In a batch, an earlier job's tensors (autograd graphs hold reference cycles) must be
@@ -240,6 +280,7 @@ def _run(
     payload["workload"] = workload
 
     revision = spec_job["revision"]
+    progress(f"building {spec_job['provider']} {spec.name} at {ran}")
     impl = spec.build(ran, spec_job["provider"], device, revision)
     impl_json = impl.info.as_json()
     if spec_job["provider"] == "liger":
@@ -254,6 +295,7 @@ def _run(
 
     # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
     seed = secrets.randbits(48) if seed is None else seed
+    progress("checking correctness against the reference")
     check = run_check(spec, impl, ran, device, spec_job["pass"], seed)
     payload["correctness"] = check.as_json()
     _free(device_type)
@@ -270,6 +312,10 @@ def _run(
     clocks_before = gpu_clocks(device.index or 0) if device_type == "cuda" else None
 
     diagnostics: dict[str, Any] | None = None
+    what = f"{spec_job['metric']} of the {spec_job['pass']} pass"
+    progress(
+        f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
+    )
     if spec_job["metric"] == "latency":
         fn, grad_to_none = protocol.speed_closure(spec, impl, ran, device, gen, spec_job["pass"])
         if device_type == "cuda":
@@ -277,6 +323,7 @@ def _run(
             m = harness.latency_cuda(fn, rep=rep, quantiles=quantiles, grad_to_none=grad_to_none)
             timer = "cuda_events"
             median_ms = harness.quantile_linear(m.samples, 0.5)
+            progress("diagnostics: host enqueue time, L2 flush, cold device time")
             diagnostics = _diagnose_host(fn, grad_to_none)
             # The device-time case is built afresh: free the do_bench one first, or the
             # largest workloads (16 GiB of logits) do not fit twice.

@@ -1,0 +1,138 @@
+"""The runner installs on its own, as a person with a GPU installs it: its own distribution
+(kirunner/pyproject.toml) into a fresh virtual environment, with no web app beside it, then
+`kirunner run` on a self-run job in the runner's CPU mode.
+
+The virtual environment is built once per module (about a minute: torch's CPU wheel is on
+this machine's disk, `pip install torch==2.13.0` as the test extra does it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import kirunner
+from kirunner.result_schema import result_problem, self_run_problem
+
+from .runner.jobs import make_job
+
+pytestmark = pytest.mark.install
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _clean_env() -> dict[str, str]:
+    # Nothing of the web app's checkout or settings may leak into the installed runner.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELINDEX_", "DJANGO_"))}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed_runner(tmp_path_factory) -> Path:
+    """bin/ of a fresh virtual environment holding `pip install ./kirunner` and nothing else
+    but its dependencies."""
+    root = tmp_path_factory.mktemp("runner-install")
+    source = root / "kirunner"
+    shutil.copytree(
+        REPO / "kirunner",
+        source,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+    )
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "torch==2.13.0", str(source)],
+        cwd=root,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
+    return venv / "bin"
+
+
+def run_installed(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(bin_dir / "kirunner"), *args],
+        cwd=cwd,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_distribution_version_is_the_package_version():
+    meta = tomllib.loads((REPO / "kirunner" / "pyproject.toml").read_text())["project"]
+    assert meta["version"] == kirunner.__version__
+    assert {"torch", "transformers", "jsonschema", "rfc8785"} <= {
+        d.split(">")[0].split("=")[0] for d in meta["dependencies"]
+    }
+    assert any(d.startswith("triton") for d in meta["optional-dependencies"]["gpu"])
+
+
+def test_installed_runner_has_no_web_app_and_explains_itself(installed_runner, tmp_path):
+    python = installed_runner / "python"
+    where = subprocess.run(
+        [str(python), "-c", "import kirunner, importlib.util as u; print(kirunner.__file__); "
+         "print(u.find_spec('django'), u.find_spec('runs'))"],
+        cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    module_path, missing = where.stdout.splitlines()
+    assert "site-packages" in module_path and str(REPO) not in module_path
+    assert missing == "None None"  # neither Django nor the web app came with it
+    helped = run_installed(installed_runner, "--help", cwd=tmp_path)
+    assert helped.returncode == 0
+    for words in ("kirunner run JOB.json --out RESULT.json", "Reproduce a run on your own GPU",
+                  "liger-kernel needs a CUDA GPU", "never changes the run's evidence level",
+                  "exit status"):  # fmt: skip
+        assert words in helped.stdout
+    run_help = run_installed(installed_runner, "run", "--help", cwd=tmp_path)
+    assert run_help.returncode == 0 and "--cpu" in run_help.stdout
+
+
+def self_run_job(benchmark: str = "rms_norm") -> dict:
+    job = make_job(benchmark, pass_="forward", rep=None)
+    job["job"] = {"id": "self-run-test", "nonce": None, "selfRun": True}
+    return job
+
+
+def test_installed_runner_runs_a_self_run_job_on_the_cpu(installed_runner, tmp_path):
+    (tmp_path / "job.json").write_text(json.dumps(self_run_job()))
+    done = run_installed(
+        installed_runner, "run", "job.json", "--out", "result.json", "--cpu", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Progress on stderr, step by step; the summary on stdout.
+    for step in ("checking correctness", "measuring the latency of the forward pass"):
+        assert step in done.stderr
+    assert "correctness     passed" in done.stdout
+    assert "figure          median" in done.stdout
+    assert "device time     none: CPU run" in done.stdout
+    result = json.loads((tmp_path / "result.json").read_text())
+    payload = result["payload"]
+    assert payload["status"] == "ok" and payload["device"] == "cpu"
+    assert payload["job"] == {"id": "self-run-test", "nonce": None, "selfRun": True}
+    assert payload["runner"] == {"name": "kirunner", "version": kirunner.__version__}
+    assert payload["measurement"]["median"] > 0 and payload["measurement"]["samples"]
+    assert payload["measurement"]["diagnostics"]["absent"].startswith("CPU run")
+    # The result document the controlled reruns write, marked self-run: never controlled.
+    assert self_run_problem(result) is None
+    assert result_problem(result) is not None
+
+
+def test_installed_runner_refuses_to_sign_a_self_run(installed_runner, tmp_path):
+    (tmp_path / "job.json").write_text(json.dumps(self_run_job()))
+    refused = run_installed(
+        installed_runner, "run", "job.json", "--out", "result.json", "--sign", cwd=tmp_path
+    )
+    assert refused.returncode == 3
+    assert "never signed with a worker key" in refused.stderr
+    assert not (tmp_path / "result.json").exists()

@@ -10,4 +10,5 @@ class RerunsConfig(AppConfig):
         from runs.extensions import run_extensions
 
         run_extensions.register_panel(panels.PANEL)
+        run_extensions.register_panel(panels.REPRODUCE_PANEL)
         run_extensions.register_admin_action(admin.order_controlled_rerun)

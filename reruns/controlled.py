@@ -44,17 +44,23 @@ def _iso(moment) -> str:
 
 def job_document(job) -> dict:
     """The JOB.json a runner reads (kirunner.runner.validate_job checks this shape)."""
-    run = job.run
+    header = {
+        "id": str(job.uuid),
+        "nonce": job.nonce,
+        "issuedAt": _iso(job.issued_at) if job.issued_at else None,
+        "gpuClass": job.gpu_class,
+    }
+    return job_document_for(job.run, header)
+
+
+def job_document_for(run: Run, header: dict) -> dict:
+    """The job document of `run` under the job block `header`: a queued job's (id, nonce) or
+    a self-run's (reruns/selfrun.py). Everything the runner measures comes from the run."""
     revision = run.implementation.revision
     return {
         "apiVersion": API,
         "kind": "RerunJob",
-        "job": {
-            "id": str(job.uuid),
-            "nonce": job.nonce,
-            "issuedAt": _iso(job.issued_at) if job.issued_at else None,
-            "gpuClass": job.gpu_class,
-        },
+        "job": header,
         "run": {
             "publicId": run.public_id,
             "source": run.source.slug,

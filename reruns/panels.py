@@ -8,6 +8,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.shortcuts import resolve_url
 
+from reruns import selfrun
 from reruns.forms import RerunRequestForm
 from reruns.models import RerunJob, ResultReceipt
 from reruns.services import NO_BROKER, broker_configured
@@ -97,5 +98,21 @@ PANEL = RunPanel(
     order=10,
     # Signed-in readers get the request form or their own pending items; everyone else
     # sees what the data says.
+    same_for_every_anonymous_reader=True,
+)
+
+
+def run_reproduce(request: HttpRequest, run) -> dict:
+    """ "Reproduce on your GPU": the self-run job file and its commands, or why not. No query:
+    everything comes from the run the page already holds."""
+    return {"run": run, "reproduce": selfrun.reproduce_for(run)}
+
+
+REPRODUCE_PANEL = RunPanel(
+    name="reproduce",
+    slot="evidence",
+    template="reruns/_run_reproduce.html",
+    context=run_reproduce,
+    order=30,
     same_for_every_anonymous_reader=True,
 )

@@ -6,4 +6,6 @@ app_name = "reruns"
 
 urlpatterns = [
     path("runs/<str:public_id>/reruns/", views.request_rerun, name="request"),
+    path("runs/<str:public_id>/job.json", views.job_file, name="job_file"),
+    path("reproduce/kirunner-<str:version>.zip", views.runner_archive, name="runner_archive"),
 ]

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
+import kirunner
+from reruns import selfrun
 from reruns.forms import RerunRequestForm
 from reruns.models import JobState
 from reruns.services import NO_BROKER, RerunError, broker_configured, rerun_request
@@ -37,3 +39,24 @@ def request_rerun(request: HttpRequest, public_id: str) -> HttpResponse:
     else:
         messages.warning(request, f"Rerun ordered but not sent yet: {job.dispatch_error}")
     return back
+
+
+@require_GET
+def job_file(request: HttpRequest, public_id: str) -> HttpResponse:
+    """A run's self-run job file, or 404 with the reason the runner cannot reproduce it."""
+    run = Run.objects.with_related().current_or_404(public_id)
+    reproduce = selfrun.reproduce_for(run)
+    if reproduce.problem is not None:
+        raise Http404(f"The runner cannot reproduce this run: {reproduce.problem}")
+    response = JsonResponse(selfrun.self_run_job(run), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="{reproduce.job_name}"'
+    return response
+
+
+@require_GET
+def runner_archive(request: HttpRequest, version: str) -> HttpResponse:
+    if version != kirunner.__version__:
+        raise Http404(f"This site serves kirunner {kirunner.__version__}.")
+    response = HttpResponse(selfrun.runner_archive(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="kirunner-{version}.zip"'
+    return response

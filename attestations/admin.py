@@ -7,6 +7,8 @@ which also goes through the service.
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -25,7 +27,7 @@ from attestations.models import (
     Report,
     State,
 )
-from attestations.templatetags.attestations import delta, measure
+from attestations.templatetags.attestations import comparison, measure, provenance
 
 
 def _run_link(run) -> str:
@@ -145,20 +147,21 @@ def _ban_step(modeladmin, request, queryset, users: set):
 class AttestationAdmin(admin.ModelAdmin):
     list_display = [
         "id", "state", "kind", "run_link", "author", "measured", "vs_published", "gpu",
-        "created_at",
+        "how_measured", "created_at",
     ]  # fmt: skip
     list_display_links = ["id"]
     list_filter = ["state", "kind", "gpu", "created_at"]
     search_fields = ["run__public_id", "author__username", "author__email", "body", "harness"]
     date_hierarchy = "created_at"
-    list_select_related = ["run", "author", "gpu"]
+    list_select_related = ["run__environment__gpu", "author", "gpu"]
     actions = ["approve", "reject", "hide", "ban_authors"]
     inlines = [ModerationEventInline]
     readonly_fields = [
         "run_link", "author", "kind", "state", "measured", "vs_published", "median", "p20",
         "p80", "unit", "gpu", "driver_version", "cuda_version", "torch_version",
-        "other_versions", "harness", "commit_url", "body", "created_at", "updated_at",
-        "moderation_reason", "moderated_by", "moderated_at",
+        "other_versions", "harness", "commit_url", "body", "how_measured", "device",
+        "device_ns", "classification", "result_digest", "result_diagnostics", "created_at",
+        "updated_at", "moderation_reason", "moderated_by", "moderated_at",
     ]  # fmt: skip
     fields = readonly_fields
 
@@ -172,7 +175,34 @@ class AttestationAdmin(admin.ModelAdmin):
 
     @admin.display(description="vs published")
     def vs_published(self, obj: Attestation) -> str:
-        return delta(obj.delta_percent()) or "—"
+        return comparison(obj) if obj.kind == "reproduction" else "—"
+
+    @admin.display(description="how measured")
+    def how_measured(self, obj: Attestation) -> str:
+        return provenance(obj) if obj.kind == "reproduction" else "—"
+
+    @admin.display(description="result file: what the runner recorded")
+    def result_diagnostics(self, obj: Attestation) -> str:
+        """What a moderator weighs: the file's correctness checks, diagnostics (device and
+        host time, flush, clocks, throttling), environment and implementation, as uploaded."""
+        if obj.result_document is None:
+            return "no result file: typed in"
+        payload = obj.result_document.get("payload") or {}
+        shown = {
+            "status": payload.get("status"),
+            "device": payload.get("device"),
+            "correctness": payload.get("correctness"),
+            "diagnostics": (payload.get("measurement") or {}).get("diagnostics"),
+            "workload": payload.get("workload"),
+            "environment": payload.get("environment"),
+            "implementation": payload.get("implementation"),
+            "runner": payload.get("runner"),
+            "startedAt": payload.get("startedAt"),
+            "finishedAt": payload.get("finishedAt"),
+        }
+        return format_html(
+            '<pre class="result-diagnostics">{}</pre>', json.dumps(shown, indent=2)[:60_000]
+        )
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -12,7 +12,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from attestations import ratelimit, services
+from attestations import measured, ratelimit, services
 from attestations.models import Attestation, Kind, Report, ReportCategory
 from attestations.units import ALL_UNITS, to_stored
 from runs.models import Gpu, Run
@@ -41,6 +41,11 @@ class Conflict(exceptions.APIException):
     default_detail = "The item's state does not allow this."
 
 
+class TooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request is too large."
+
+
 def _throttle(request, kind: str) -> None:
     if not ratelimit.consume(request, kind):
         raise exceptions.Throttled(detail=ratelimit.message(kind))
@@ -53,16 +58,28 @@ class AttestationSerializer(serializers.ModelSerializer):
     # Empty when none was given, so a string rather than a `uri` that must be a link.
     commit_url = serializers.CharField(read_only=True, help_text="An http(s) link, or empty")
     delta_percent = serializers.FloatField(
-        read_only=True, allow_null=True, help_text="Measured median vs the published one, in %"
+        read_only=True,
+        allow_null=True,
+        help_text="Measured median vs the published one, in %; null unless measured on the "
+        "run's GPU product (not_comparable says why)",
+    )
+    not_comparable = serializers.CharField(
+        read_only=True, help_text="Why the median is not compared with the published one, or empty"
+    )
+    measured = serializers.BooleanField(
+        source="is_measured",
+        read_only=True,
+        help_text="True: figures read from an uploaded kirunner result file; false: typed in",
     )
 
     class Meta:
         model = Attestation
         fields = [
             "id", "run", "kind", "state", "author", "median", "p20", "p80", "unit",
-            "delta_percent", "gpu", "driver_version", "cuda_version", "torch_version",
-            "other_versions", "harness", "commit_url", "body", "moderation_reason",
-            "created_at", "updated_at",
+            "delta_percent", "not_comparable", "gpu", "driver_version", "cuda_version",
+            "torch_version", "other_versions", "harness", "commit_url", "body", "measured",
+            "runner_version", "device", "device_ns", "classification", "result_digest",
+            "moderation_reason", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -113,6 +130,11 @@ class PublicRunField(serializers.SlugRelatedField):
 class AttestationCreateSerializer(_MeasuredInput):
     run = PublicRunField()
     kind = serializers.ChoiceField(choices=Kind.choices)
+    result_file = serializers.FileField(
+        required=False,
+        help_text="A measured reproduction: result.json of `kirunner run` on the run's job "
+        "file (multipart/form-data). Its figures, GPU and versions are read from the file.",
+    )
 
 
 class AttestationUpdateSerializer(_MeasuredInput):
@@ -204,10 +226,16 @@ class AttestationList(generics.ListAPIView):
         if not request.user.is_authenticated:
             raise exceptions.NotAuthenticated()
         _throttle(request, "attestation")
+        if measured.request_too_large(request.META.get("CONTENT_LENGTH")):
+            # Refused before the body is parsed.
+            raise TooLarge(measured.size_refusal().messages[0])
         incoming = AttestationCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         run = data["run"]
+        if data.get("result_file") is not None:
+            item = _from_result_file(request, data)
+            return Response(AttestationSerializer(item).data, status=status.HTTP_201_CREATED)
         item = _service_call(
             services.attestation_create,
             run=run,
@@ -217,6 +245,23 @@ class AttestationList(generics.ListAPIView):
             **{name: data[name] for name in _DETAIL_FIELDS if data.get(name) is not None},
         )
         return Response(AttestationSerializer(item).data, status=status.HTTP_201_CREATED)
+
+
+def _from_result_file(request, data: dict) -> Attestation:
+    typed = [name for name in ("median", "p20", "p80", *_DETAIL_FIELDS[:-1]) if data.get(name)]
+    if data["kind"] != Kind.REPRODUCTION or typed:
+        raise exceptions.ValidationError(
+            {"result_file": ["A result file makes a reproduction on its own: send kind "
+                             "reproduction, no typed figures, GPU or versions (a body is fine)."]}
+        )  # fmt: skip
+    document = _service_call(measured.from_upload, upload=data["result_file"])
+    return _service_call(
+        services.reproduction_from_result,
+        run=data["run"],
+        author=request.user,
+        document=document,
+        body=data.get("body") or "",
+    )
 
 
 class _AttestationItem(APIView):

@@ -13,3 +13,4 @@ class AttestationsConfig(AppConfig):
 
         staffmfa.connect_signals()
         run_extensions.register_panel(panels.PANEL)
+        run_extensions.register_panel(panels.MEASURED_PANEL)

@@ -26,11 +26,17 @@ class AttestationForm(forms.Form):
 
     # Hidden while "Note" is chosen (a stylesheet rule, no script): a note is text only.
     reproduction_only = (
-        "median", "p20", "p80", "input_unit", "gpu", "driver_version", "cuda_version",
+        "result_file", "median", "p20", "p80", "input_unit", "gpu", "driver_version", "cuda_version",
         "torch_version", "other_versions", "harness", "commit_url",
     )  # fmt: skip
 
     kind = forms.ChoiceField(choices=Kind.choices, initial=Kind.REPRODUCTION)
+    result_file = forms.FileField(
+        label="Result file (kirunner)",
+        required=False,
+        help_text="result.json from `kirunner run` on this run's job file: its figures, GPU and "
+        "versions are read from the file, so leave the fields below empty.",
+    )
     median = _value_field("Measured median")
     p20 = _value_field("p20")
     p80 = _value_field("p80")
@@ -72,10 +78,21 @@ class AttestationForm(forms.Form):
         if instance is not None:
             # The kind of an existing item is fixed; only its content is edited.
             del self.fields["kind"]
+            del self.fields["result_file"]
 
     def clean(self):
         data = super().clean()
         kind = self.instance.kind if self.instance else data.get("kind")
+        if data.get("result_file"):
+            typed = [n for n in self.reproduction_only[1:] if n != "input_unit" and data.get(n)]
+            if kind != Kind.REPRODUCTION:
+                self.add_error("result_file", "A result file makes a reproduction, not a note.")
+            elif typed:
+                self.add_error(
+                    "result_file",
+                    "Give a result file or typed figures, not both: the file's own are used.",
+                )
+            return data
         if kind == Kind.REPRODUCTION and data.get("median") is None:
             self.add_error("median", "A reproduction needs a measured median.")
         if kind == Kind.REPRODUCTION and not data.get("input_unit"):

@@ -64,6 +64,19 @@ class Attestation(models.Model):
     commit_url = models.URLField(max_length=500, blank=True)
     body = models.TextField(blank=True, help_text="Markdown")
 
+    # A measured reproduction: the result file of a self-run job, stored as uploaded (checked
+    # by attestations/measured.py); the columns above and below are read from it, not typed.
+    result_document = models.JSONField(null=True, blank=True)
+    result_digest = models.CharField(max_length=80, blank=True)
+    runner_version = models.CharField(max_length=32, blank=True)
+    device = models.CharField(max_length=8, blank=True, help_text="cuda or cpu, from the file")
+    device_ns = models.BigIntegerField(
+        null=True, blank=True, help_text="Cold device time per call (ns), from the diagnostics"
+    )
+    classification = models.CharField(
+        max_length=16, blank=True, help_text="device-bound, host-bound or unexplained"
+    )
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -94,11 +107,32 @@ class Attestation(models.Model):
 
     @property
     def is_editable(self) -> bool:
-        return self.state == State.PENDING
+        # A measured reproduction is its result file: to change it, upload another.
+        return self.state == State.PENDING and not self.is_measured
+
+    @property
+    def is_measured(self) -> bool:
+        # The digest, not the document: lists defer the document (tens of kB each).
+        return bool(self.result_digest)
+
+    def not_comparable(self) -> str:
+        """Why this reproduction's median cannot be set against the published one, or ''.
+        A figure from another GPU product (an A100 against an H100 run), a CPU run or an
+        unnamed GPU measures something else: no deviation is shown for it."""
+        if self.median is None or self.unit != self.run.unit or not self.run.median:
+            return "nothing to compare"
+        if self.device == "cpu":
+            return "a CPU run with scaled-down shapes: not comparable"
+        if self.gpu is None:
+            return "no GPU named: not comparable"
+        if self.gpu.product != self.run.environment.gpu.product:
+            return "another GPU: not comparable"
+        return ""
 
     def delta_percent(self) -> float | None:
-        """Signed difference of the measured median from the run's published median, in %."""
-        if self.median is None or self.unit != self.run.unit or not self.run.median:
+        """Signed difference of the measured median from the run's published median, in %,
+        only when it was measured on the run's GPU product (not_comparable says why not)."""
+        if self.not_comparable():
             return None
         return (self.median - self.run.median) * 100.0 / self.run.median
 

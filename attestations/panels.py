@@ -58,3 +58,25 @@ PANEL = RunPanel(
     # sees what the data says.
     same_for_every_anonymous_reader=True,
 )
+
+
+def run_measured(request: HttpRequest, run) -> dict:
+    """Approved measured reproductions, for the table beside the controlled reruns: one query,
+    and none for the runs that have no attestation at all."""
+    attested, _ = runs_with_items()
+    items = (
+        list(Attestation.objects.approved().for_run(run).measured().with_related())
+        if run.public_id in attested
+        else []
+    )
+    return {"run": run, "items": items}
+
+
+MEASURED_PANEL = RunPanel(
+    name="measured",
+    slot="evidence",
+    template="attestations/_run_measured.html",
+    context=run_measured,
+    order=20,
+    same_for_every_anonymous_reader=True,
+)

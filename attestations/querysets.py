@@ -31,8 +31,16 @@ class AttestationQuerySet(models.QuerySet):
     def by(self, user) -> AttestationQuerySet:
         return self.filter(author=user)
 
+    def measured(self) -> AttestationQuerySet:
+        """Reproductions whose figures come from an uploaded result file."""
+        return self.exclude(result_digest="")
+
     def with_related(self) -> AttestationQuerySet:
-        return self.select_related("author", "gpu", "run__benchmark", "run__implementation")
+        # The run's GPU says whether a median compares with the published one; the stored
+        # result file is read only where it is shown (the detail page, the admin).
+        return self.select_related(
+            "author", "gpu", "run__benchmark", "run__implementation", "run__environment__gpu"
+        ).defer("result_document")
 
 
 class ReportQuerySet(models.QuerySet):

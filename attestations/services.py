@@ -24,6 +24,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from attestations import measured
 from attestations.models import (
     ApiToken,
     Attestation,
@@ -155,6 +156,42 @@ def attestation_create(
     )
 
 
+def reproduction_from_result(*, run: Run, author, document: object, body: str = "") -> Attestation:
+    """A measured reproduction: the result file of a self-run job, checked by
+    attestations/measured.py, stored whole; figures, GPU and versions come from the file.
+    It starts pending like any attestation and, like any, never moves the run's evidence."""
+    _require_poster(author)
+    result = measured.read(run, document)
+    _validate(
+        run=run,
+        kind=Kind.REPRODUCTION,
+        measurement=Measurement(result.median, result.p20, result.p80, result.unit),
+        body=body,
+    )
+    return Attestation.objects.create(
+        run=run,
+        author=author,
+        kind=Kind.REPRODUCTION,
+        median=result.median,
+        p20=result.p20,
+        p80=result.p80,
+        unit=result.unit,
+        gpu=result.gpu,
+        driver_version=result.driver_version,
+        cuda_version=result.cuda_version,
+        torch_version=result.torch_version,
+        other_versions=result.other_versions,
+        harness=f"kirunner {result.runner_version}".strip(),
+        body=body,
+        result_document=result.document,
+        result_digest=result.digest,
+        runner_version=result.runner_version,
+        device=result.device,
+        device_ns=result.device_ns,
+        classification=result.classification,
+    )
+
+
 def attestation_update(
     *,
     attestation: Attestation,
@@ -166,6 +203,10 @@ def attestation_update(
     if attestation.author_id != getattr(editor, "pk", None):
         raise NotAllowed("Only the author may edit this item.")
     _require_poster(editor)
+    if attestation.is_measured:
+        raise WrongState(
+            "A measured reproduction is its result file: withdraw it and upload another."
+        )
     if not attestation.is_editable:
         raise WrongState("Only pending items can be edited.")
     unknown = set(fields) - set(EDITABLE_FIELDS)

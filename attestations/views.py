@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from attestations import services
+from attestations import measured, services
 from attestations.forms import AttestationForm, ReportForm, TokenForm
 from attestations.models import ApiToken, Attestation
 from attestations.ratelimit import ratelimited
@@ -33,6 +33,25 @@ def _apply_errors(form, exc: ValidationError) -> None:
         form.add_error(None, exc)
 
 
+def _create(request: HttpRequest, run: Run, form: AttestationForm):
+    """A measured reproduction from the uploaded result file, or the typed-in item."""
+    upload = form.cleaned_data.get("result_file")
+    if upload:
+        return services.reproduction_from_result(
+            run=run,
+            author=request.user,
+            document=measured.from_upload(upload),
+            body=form.cleaned_data["body"],
+        )
+    return services.attestation_create(
+        run=run,
+        author=request.user,
+        kind=form.cleaned_data["kind"],
+        measurement=form.measurement(),
+        **form.details(),
+    )
+
+
 @login_required
 @ratelimited("attestation")
 def attest(request: HttpRequest, public_id: str) -> HttpResponse:
@@ -40,16 +59,13 @@ def attest(request: HttpRequest, public_id: str) -> HttpResponse:
     refusal = services.posting_refusal(request.user)
     if refusal:
         return _refused(request, refusal)
-    form = AttestationForm(request.POST or None, run=run)
+    if request.method == "POST" and measured.request_too_large(request.META.get("CONTENT_LENGTH")):
+        # Before the body is read: a 10 MB upload costs the server nothing but this answer.
+        return _refused(request, measured.size_refusal().messages[0], status=413)
+    form = AttestationForm(request.POST or None, request.FILES or None, run=run)
     if request.method == "POST" and form.is_valid():
         try:
-            item = services.attestation_create(
-                run=run,
-                author=request.user,
-                kind=form.cleaned_data["kind"],
-                measurement=form.measurement(),
-                **form.details(),
-            )
+            item = _create(request, run, form)
         except ValidationError as exc:
             _apply_errors(form, exc)
         except services.CommunityError as exc:
@@ -71,6 +87,9 @@ def attestation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @ratelimited("attestation")
 def attestation_edit(request: HttpRequest, pk: int) -> HttpResponse:
     item = _own_attestation(request, pk)
+    if item.is_measured:
+        return _refused(request, "A measured reproduction is its result file: withdraw it "
+                        "and upload another.", status=409)  # fmt: skip
     if not item.is_editable:
         return _refused(request, "Only pending items can be edited.", status=409)
     form = AttestationForm(request.POST or None, run=item.run, instance=item)

@@ -271,6 +271,9 @@ COMMUNITY_IP_RATE_LIMITS = {
     "token": (100, 3600),
 }
 COMMUNITY_MAX_BODY_CHARS = 20_000
+# A runner's result file (attestations/measured.py): a real one is tens of kB (every sample
+# included); anything past this is refused before it is read.
+COMMUNITY_RESULT_FILE_MAX_BYTES = 2 * 2**20
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'"

@@ -73,6 +73,10 @@ class AttestationFactory(factory.django.DjangoModelFactory):
     p20 = factory.LazyAttribute(lambda o: o.median - 100)
     p80 = factory.LazyAttribute(lambda o: o.median + 100)
     unit = "ns"
+    # On the run's own GPU, as a reproduction of it usually is (its deviation then shows).
+    gpu = factory.LazyAttribute(
+        lambda o: o.run.environment.gpu if o.kind == "reproduction" else None
+    )
     body = "Measured on my own box."
 
 

@@ -39,6 +39,24 @@ def delta(percent: float | None) -> str:
     return f"{percent:+.1f} % vs published"
 
 
+@register.filter
+def comparison(item: Attestation) -> str:
+    """ "+2.1 % vs published" on the run's GPU product, else why it is not compared."""
+    return delta(item.delta_percent()) or item.not_comparable()
+
+
+@register.filter
+def provenance(item: Attestation) -> str:
+    """How a reproduction's figures came to be: measured with a file, or typed in."""
+    if not item.is_measured:
+        return "reported by the user, no measurement file"
+    where = item.gpu.upstream_name if item.gpu else "the CPU"
+    return (
+        f"measured with kirunner {item.runner_version} on {where} by "
+        f"{item.author.username}, not controlled by KernelIndex"
+    )
+
+
 @register.simple_tag
 def moderation_queues() -> dict[str, int]:
     return {

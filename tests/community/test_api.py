@@ -33,7 +33,8 @@ def _bearer(api: APIClient, user) -> str:
 
 def test_create_with_token(api, run, owner):
     _bearer(api, owner)
-    response = api.post("/api/v1/attestations/", {**BODY, "run": run.public_id}, format="json")
+    on_its_gpu = {**BODY, "run": run.public_id, "gpu": run.environment.gpu.slug}
+    response = api.post("/api/v1/attestations/", on_its_gpu, format="json")
     assert response.status_code == 201, response.content
     data = response.json()
     assert (data["state"], data["author"], data["run"]) == ("pending", "alice", run.public_id)
@@ -44,6 +45,7 @@ def test_create_with_token(api, run, owner):
         "ns",
     )
     assert data["delta_percent"] == pytest.approx((390_500 - 385_536) * 100 / 385_536)
+    assert data["not_comparable"] == "" and data["measured"] is False
 
 
 def test_create_anonymous_and_bad_token(api, run):

@@ -21,7 +21,7 @@ def _repro(run, author, **kw):
 
 
 def test_create_starts_pending(run, owner):
-    item = _repro(run, owner, driver_version="570.86", body="hello")
+    item = _repro(run, owner, driver_version="570.86", body="hello", gpu=run.environment.gpu)
     assert item.state == "pending"
     assert item.author == owner
     assert (item.median, item.p20, item.p80, item.unit) == (390_000, 389_000, 391_000, "ns")

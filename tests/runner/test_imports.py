@@ -13,7 +13,7 @@ import sys
 import kirunner, kirunner.canonical, kirunner.sign, kirunner.workload, kirunner.impls
 assert "torch" not in sys.modules, "plain import pulled in torch"
 import kirunner.__main__, kirunner.runner, kirunner.kernels, kirunner.check, kirunner.harness
-import kirunner.env, kirunner.protocol, kirunner.reference
+import kirunner.env, kirunner.protocol, kirunner.reference, kirunner.sanity
 bad = sorted(m for m in sys.modules if m == "django" or m.startswith("django."))
 assert not bad, bad
 job = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RerunJob",

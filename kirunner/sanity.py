@@ -154,7 +154,7 @@ def measurement_problems(
     baseline = details.get("baselineBytes") if isinstance(details, dict) else None
     if baseline is not None and (not _is_number(baseline) or baseline < 0):
         problems.append(f"details.baselineBytes is {baseline!r}: a byte count is 0 or more")
-    if problems:
+    if figure_problem("median", measurement.get("median")):
         return problems
     scaled = float(measurement["median"]) * UNIT_SCALE[unit]
     if metric == "latency":

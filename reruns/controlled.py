@@ -105,6 +105,11 @@ def _workload(run: Run, ran: dict | None) -> tuple[dict, Doc]:
                            lambda: documents.workload_spec(slug, ran_params)[:3])  # fmt: skip
 
 
+def ran_parameters(run: Run, payload: dict) -> dict:
+    """The workload parameters the result was measured at (the run's, or those it ran)."""
+    return _workload(run, (payload.get("workload") or {}).get("ran"))[0]
+
+
 def _value(measurement: dict, key: str, scale: float) -> int | None:
     value = measurement.get(key)
     if isinstance(value, int | float) and not isinstance(value, bool):

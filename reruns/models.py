@@ -164,6 +164,7 @@ class RejectReason(models.TextChoices):
     REPLAY = "replay", "Replay of a finished job"
     STALE = "stale", "Outside the freshness window"
     UNKNOWN_GPU = "unknown-gpu", "GPU not in the catalogue"
+    IMPLAUSIBLE = "implausible", "Figures not physically possible"
 
 
 class RejectedResult(models.Model):

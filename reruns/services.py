@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from kirunner import sanity
 from reruns import controlled, signing
 from reruns.models import (
     ACTIVE_STATES,
@@ -34,7 +35,7 @@ from reruns.models import (
 from reruns.result_schema import result_problem
 from runs.evidence import NoVerdict, evidence_apply, outcome_decide
 from runs.models import Run
-from runs.reference import catalogue
+from runs.reference import catalogue, plausibility
 
 log = logging.getLogger(__name__)
 
@@ -311,15 +312,17 @@ def result_record(
     *, envelope: dict, via: str = "worker", keys: dict[str, bytes] | None = None
 ) -> ResultReceipt:
     """Verify a signed RerunResult and record it once. Raises ResultRejected, logged, with
-    nothing else changed, for a malformed, unsigned, tampered, unknown-key, foreign, replayed
-    or stale result.
+    nothing else changed, for a malformed, unsigned, tampered, unknown-key, foreign, replayed,
+    stale or implausible result.
 
     1. The schema (reruns/result_schema.py), then the key id, then the HMAC over the RFC 8785
        bytes of `payload`.
     2. The job: payload.job.id names an existing job whose nonce, run and cell match.
     3. Not finished already (a replay), and fresh: finishedAt after the job was issued, within
        RERUN_RESULT_MAX_AGE of it, and not in the future.
-    4. In one transaction, with the job row locked: the controlled run (GPU results), the
+    4. Sane figures (kirunner.sanity): every figure of a measured result finite, positive, in
+       order, within its ceilings and not below the cell's plausibility floor on that GPU.
+    5. In one transaction, with the job row locked: the controlled run (GPU results), the
        receipt, the evidence move on the original run, and the job's final state.
 
     `keys` replaces the configured KERNELINDEX_WORKER_KEYS (load-demo passes the demo key).
@@ -408,6 +411,10 @@ def result_record(
                 **context,
             )
 
+    insane = _insane(job, payload, gpu_spec)
+    if insane:
+        raise _reject(RejectReason.IMPLAUSIBLE, insane, **context)
+
     try:
         with transaction.atomic():
             locked = RerunJob.objects.select_for_update().get(pk=job.pk)
@@ -447,6 +454,29 @@ def _foreign(job: RerunJob, payload: dict) -> str:
         if payload.get(name) != want:
             return f"{name} is {payload.get(name)!r}, the job asked for {want!r}"
     return ""
+
+
+def _insane(job: RerunJob, payload: dict, gpu_spec) -> str:
+    """Why the figures of a measured result cannot be real (kirunner.sanity), or ''. Checked
+    after the signature: a valid signature says who measured, not that the numbers are sane."""
+    if payload.get("status") not in ("ok", "incorrect"):
+        return ""  # nothing measured, nothing recorded but the failure
+    run = job.run
+    floor = memory = None
+    if gpu_spec is not None:
+        params = controlled.ran_parameters(run, payload)
+        floor = plausibility.floor_ns(
+            run.benchmark.slug, run.timed_pass, run.metric, params, gpu_spec.peak_bandwidth_gbs
+        )
+        memory = gpu_spec.memory_gib * 2**30
+    problems = sanity.measurement_problems(
+        payload.get("measurement"),
+        metric=run.metric,
+        floor_ns=floor,
+        elapsed_s=sanity.elapsed_seconds(payload.get("startedAt"), payload.get("finishedAt")),
+        memory_bytes=memory,
+    )
+    return "the figures are not physically possible: " + "; ".join(problems) if problems else ""
 
 
 def _stale(job: RerunJob, payload: dict) -> str:

@@ -83,3 +83,23 @@ def test_ci_commit_listed_without_its_csv(tmp_path):
     _refused(
         tmp_path, "commits.txt names 1 run.* without benchmark.csv: def5678", "liger-kernel-ci"
     )
+
+
+def test_quantiles_out_of_order(tmp_path):
+    """p20 > median > p80 is refused with its line, as the community form refuses it."""
+    cells = FIRST.split(",")
+    median = float(cells[8])
+    cells[9], cells[10] = str(median * 1.5), str(median * 0.5)
+    _refused(
+        _csv(tmp_path, SECOND, ",".join(cells)),
+        r"line 3: p20 \d+, median \d+, p80 \d+ ns are not in order \(p20 <= median <= p80\)",
+    )
+    cells = FIRST.split(",")
+    cells[10] = "-1"
+    _refused(_csv(tmp_path, ",".join(cells)), "line 2: the p80 must be positive, got -1000000")
+
+
+def test_a_median_that_overflows_when_scaled(tmp_path):
+    cells = FIRST.split(",")
+    cells[8] = "1e305"
+    _refused(_csv(tmp_path, ",".join(cells)), r"line 2: y_value_50 is out of range: 1e\+305")

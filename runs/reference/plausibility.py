@@ -46,22 +46,44 @@ def output_tensors(benchmark: str, params: dict, inputs: list[dict]) -> list[dic
 
 def floor_for(run) -> tuple[Floor | None, str]:
     """(floor, reason when there is none)."""
-    if run.metric != "latency":
+    bandwidth = run.environment.gpu.peak_bandwidth_gbs
+    traffic, reason = traffic_for(
+        run.benchmark.slug, run.timed_pass, run.metric, run.workload.parameters
+    )
+    if traffic is None:
+        return None, reason
+    if not bandwidth or run.median <= 0:
+        return None, "not known: no peak bandwidth for this GPU"
+    read, written = traffic
+    floor_ns = (read + written) / bandwidth  # bytes / (GB/s) = ns
+    return Floor(read, written, bandwidth, floor_ns, run.median / floor_ns), ""
+
+
+def floor_ns(
+    benchmark: str, timed_pass: str, metric: str, params: dict, bandwidth_gbs: float | None
+) -> float | None:
+    """The floor in ns of one call of this cell on a GPU of this bandwidth, or None: what a
+    result's figures are checked against (kirunner.sanity) before they are recorded."""
+    traffic, _ = traffic_for(benchmark, timed_pass, metric, params)
+    if traffic is None or not bandwidth_gbs:
+        return None
+    return sum(traffic) / bandwidth_gbs
+
+
+def traffic_for(
+    benchmark: str, timed_pass: str, metric: str, params: dict
+) -> tuple[tuple[int, int] | None, str]:
+    """((bytes read, bytes written), "") of the cell's modelled traffic, or (None, why not)."""
+    if metric != "latency":
         return None, "not computed for memory measurements"
-    if run.timed_pass != "forward":
+    if timed_pass != "forward":
         return None, "not known: only the forward pass's minimum traffic is modelled here"
-    params = run.workload.parameters
-    inputs = input_tensors(run.benchmark.slug, params)
+    inputs = input_tensors(benchmark, params)
     if not inputs:
         return None, "not known: this kernel's tensors are not known here"
-    outputs = output_tensors(run.benchmark.slug, params, inputs)
+    outputs = output_tensors(benchmark, params, inputs)
     read = [tensor_bytes(t) for t in inputs]
     written = [tensor_bytes(t) for t in outputs] if outputs is not None else [None]
     if outputs is None or None in read or None in written:
         return None, "not known: this kernel's outputs are not known here"
-    bandwidth = run.environment.gpu.peak_bandwidth_gbs
-    if not bandwidth or run.median <= 0:
-        return None, "not known: no peak bandwidth for this GPU"
-    total = sum(read) + sum(written)
-    floor_ns = total / bandwidth  # bytes / (GB/s) = ns
-    return Floor(sum(read), sum(written), bandwidth, floor_ns, run.median / floor_ns), ""
+    return (sum(read), sum(written)), ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from runs.manifest import documents
 from runs.reference import catalogue
 from runs.sources import fetch
 from runs.sources.base import Doc, IngestError, InputFile, Measurement, Record, run_name
+from runs.sources.parsers import scaled
 
 SLUG = "kernelbench"
 REPOSITORY = "https://github.com/ScalingIntelligence/KernelBench"
@@ -132,9 +134,13 @@ def _ms(timing: dict, key: str) -> float:
     value = timing.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key} is not a number: {value!r}")
-    if not value == value or value in (float("inf"), float("-inf")):
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond any float
+        raise ValueError(f"{key} is too large to be a timing") from None
+    if not math.isfinite(value):
         raise ValueError(f"{key} is not finite")
-    return float(value)
+    return value
 
 
 def _record(item, level, problem, timing, n, provider, revision, shown) -> Record:
@@ -157,9 +163,9 @@ def _record(item, level, problem, timing, n, provider, revision, shown) -> Recor
         timed_pass="forward",
         metric="latency",
         unit="ns",
-        value=round(mean * 1e6),
+        value=scaled(mean, 1e6, "mean"),
         statistic="mean",
-        measurements=[Measurement(key, round(value * 1e6)) for key, value in stats.items()],
+        measurements=[Measurement(key, scaled(value, 1e6, key)) for key, value in stats.items()],
         source_metrics=timing,
         params=params,
         workload=_workload(benchmark, level, stem),

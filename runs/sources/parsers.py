@@ -84,6 +84,15 @@ def _number(text: str, what: str) -> float:
     return value
 
 
+def scaled(value: float, scale: float, what: str) -> int:
+    """value * scale as an integer; a ValueError where the product overflows a float (1e308
+    ms), instead of round()'s OverflowError. records_check bounds what a column can hold."""
+    product = value * scale
+    if not math.isfinite(product):
+        raise ValueError(f"{what} is out of range: {value!r}")
+    return round(product)
+
+
 def _param_value(value):
     """Integral floats and numeric strings become ints, so "4096", 4096.0 and 4096 agree."""
     if isinstance(value, str):
@@ -210,9 +219,9 @@ def _parse_liger_row(cells: list[str], line: int) -> ParsedRow:
         timed_pass=mode,
         metric=metric,
         unit=unit,
-        median=round(y50 * scale),
-        p20=round(y20 * scale),
-        p80=round(y80 * scale),
+        median=scaled(y50, scale, "y_value_50"),
+        p20=scaled(y20, scale, "y_value_20"),
+        p80=scaled(y80, scale, "y_value_80"),
         # Verbatim source numbers, keyed the way the example manifest keys them (ms_20 ...).
         source_metrics={f"{unit_key}_20": y20, f"{unit_key}_50": y50, f"{unit_key}_80": y80},
         sweep_name=sweep_name,

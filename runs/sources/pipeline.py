@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 from django.utils import timezone
 
+from kirunner import sanity
 from runs.evidence import controlled_run_create
 from runs.manifest import documents
 from runs.manifest.canonical import document_canonical, sha256_digest
@@ -122,12 +123,32 @@ def group_key(cell: tuple[str, ...], publication_key: str) -> str:
     )
 
 
+def _figures_problem(r: Record) -> str:
+    """Why a record's figures contradict each other, or '': every one above zero (a spread
+    may be zero), and low quantile <= the primary statistic <= high one (kirunner.sanity's
+    order rule, which results of controlled reruns get too)."""
+    by_stat = {m.statistic: m.value for m in r.measurements if m.value is not None}
+    for name, value in by_stat.items():
+        if value < 0 or (value == 0 and name != "std"):
+            return f"the {name} must be positive, got {value}"
+    for low_name, high_name in (("p20", "p80"), ("min", "max")):
+        low, high = by_stat.get(low_name, r.value), by_stat.get(high_name, r.value)
+        if sanity.order_problem(low, r.value, high):
+            return (
+                f"{low_name} {low}, {r.statistic} {r.value}, {high_name} {high} {r.unit} are not "
+                f"in order ({low_name} <= {r.statistic} <= {high_name})"
+            )
+    return ""
+
+
 def records_check(records: list[Record], where: str) -> None:
     """Refuse, with their lines, records the columns cannot hold or no page can rank."""
     problems: list[tuple[int, str]] = []
     for r in records:
         if r.value is None or r.value <= 0:
             problems.append((r.line, f"the {r.statistic} must be positive, got {r.value}"))
+        elif problem := _figures_problem(r):
+            problems.append((r.line, problem))
         values = [r.value] + [m.value for m in r.measurements]
         if any(v is not None and abs(v) > _MAX_VALUE for v in values):
             problems.append((r.line, f"a value is out of range (over {_MAX_VALUE} {r.unit})"))

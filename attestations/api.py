@@ -84,6 +84,24 @@ class AttestationSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class CheckedSlugField(serializers.SlugRelatedField):
+    """A related object by a slug, the text checked before it reaches the database: a NUL byte
+    or an overlong value is a 400 here, where PostgreSQL would raise (form-encoded bodies do
+    not pass through the JSON parser's check)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or "\x00" in data or len(data) > 100:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:64])
+        return super().to_internal_value(data)
+
+
+class PublicRunField(CheckedSlugField):
+    """A run by its public id."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="public_id", queryset=Run.objects.public(), **kwargs)
+
+
 class _MeasuredInput(serializers.Serializer):
     median = serializers.DecimalField(
         max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
@@ -97,7 +115,7 @@ class _MeasuredInput(serializers.Serializer):
     input_unit = serializers.ChoiceField(
         choices=ALL_UNITS, required=False, help_text="Unit of median/p20/p80 as sent"
     )
-    gpu = serializers.SlugRelatedField(
+    gpu = CheckedSlugField(
         slug_field="slug", queryset=Gpu.objects.all(), required=False, allow_null=True
     )
     driver_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
@@ -112,19 +130,6 @@ class _MeasuredInput(serializers.Serializer):
         validators=[URLValidator(schemes=["http", "https"])],
     )
     body = serializers.CharField(max_length=20_000, required=False, allow_blank=True)
-
-
-class PublicRunField(serializers.SlugRelatedField):
-    """A run by its public id. Checks the text before it reaches the database: a NUL byte or an
-    overlong id is a 400 here, where PostgreSQL would raise."""
-
-    def __init__(self, **kwargs):
-        super().__init__(slug_field="public_id", queryset=Run.objects.public(), **kwargs)
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str) or "\x00" in data or len(data) > 64:
-            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:64])
-        return super().to_internal_value(data)
 
 
 class AttestationCreateSerializer(_MeasuredInput):

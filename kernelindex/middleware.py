@@ -6,6 +6,8 @@ from collections.abc import Callable
 from urllib.parse import unquote_plus
 
 from django.conf import settings
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -35,6 +37,34 @@ class RejectNulBytesMiddleware:
                 return JsonResponse({"detail": message}, status=400)
             return HttpResponseBadRequest(message, content_type="text/plain")
         return self.get_response(request)
+
+
+class AdminSelectionMiddleware:
+    """An admin action posted with a selection that names no item (`_selected_action` empty,
+    not a number, or beyond the column) is a 400 that says so. Django's changelist filters by
+    the raw values and raises ValueError (a 500) on them; this checks them with the model's
+    own primary-key field first, for every ModelAdmin, the project's and Django's own."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        model_admin = getattr(view_func, "model_admin", None)
+        if model_admin is None or request.method != "POST" or "action" not in request.POST:
+            return None
+        pk = model_admin.model._meta.pk
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                pk.clean(value, None)
+            except ValidationError:
+                return HttpResponseBadRequest(
+                    f"The selection names no item: {value[:40]!r} is not an id.",
+                    content_type="text/plain",
+                )
+        return None
 
 
 class ContentSecurityPolicyMiddleware:

@@ -23,6 +23,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection
 
+from kernelindex import jsonbounds
 from reruns import services, signing
 from reruns.controlled import job_document
 
@@ -65,8 +66,8 @@ def run_runner(job_doc: dict) -> dict:
             tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
             raise RunnerFailed(f"the runner exited {proc.returncode} without a result: {tail}")
         try:
-            return json.loads(result_path.read_text())
-        except json.JSONDecodeError as exc:
+            return jsonbounds.loads(result_path.read_bytes())
+        except ValueError as exc:  # not JSON, or outside jsonbounds' limits
             raise RunnerFailed(f"the runner wrote a result that is not JSON: {exc}") from None
 
 

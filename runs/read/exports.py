@@ -126,9 +126,22 @@ def rows(queryset, *, after: int = 0) -> Iterator[tuple[int, list]]:
             return
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV
+# Injection"): upstream names are not ours to trust ("=HYPERLINK(...)" as a kernel name).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralised(value):
+    """A text cell that a spreadsheet would run as a formula, with a leading ' so it is read as
+    text; numbers and every other text unchanged. The JSONL export keeps the exact value."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _csv(rows: list[list]) -> str:
     buffer = io.StringIO()
-    csv.writer(buffer).writerows(rows)
+    csv.writer(buffer).writerows([neutralised(v) for v in row] for row in rows)
     return buffer.getvalue()
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kernelindex import jsonbounds
 from runs.manifest import documents
 from runs.reference import catalogue
 from runs.sources import fetch
@@ -103,8 +103,8 @@ def records(item: InputFile) -> list[Record]:
     else:
         provider, revision, shown = "torch", SOFTWARE["torch"], "PyTorch eager"
     try:
-        data = json.loads(item.data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = jsonbounds.loads(item.data)
+    except ValueError as exc:  # not UTF-8, not JSON, or outside kernelindex.jsonbounds
         raise IngestError(item.location, [(1, f"not JSON: {exc}")]) from None
     if not isinstance(data, dict):
         raise IngestError(item.location, [(1, "the top level is not an object of levels")])

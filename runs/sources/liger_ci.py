@@ -56,7 +56,10 @@ def _root(path: Path) -> list[InputFile]:
     folders = sorted(p.name for p in path.iterdir() if (p / "benchmark.csv").exists())
     order_file = path / "commits.txt"
     if order_file.exists():
-        listed = [c.strip() for c in order_file.read_text().split() if c.strip()]
+        try:
+            listed = [c.strip() for c in order_file.read_text("utf-8").split() if c.strip()]
+        except UnicodeDecodeError as exc:
+            raise IngestError(str(order_file), [(0, f"not UTF-8 text ({exc.reason})")]) from None
         # A listed run without its CSV is a broken copy, not a run to skip in silence.
         missing = [c for c in listed if c not in folders]
         if missing:

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kernelindex import jsonbounds
 from runs.reference import catalogue
 
 LIGER_COLUMNS = [
@@ -94,14 +95,18 @@ def scaled(value: float, scale: float, what: str) -> int:
 
 
 def _param_value(value):
-    """Integral floats and numeric strings become ints, so "4096", 4096.0 and 4096 agree."""
+    """Integral floats and numeric strings become ints, so "4096", 4096.0 and 4096 agree. A
+    number no manifest can carry exactly (nan, inf, beyond 2^53) is a ValueError."""
     if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
             return catalogue.DTYPES.get(value, value)
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    problem = jsonbounds.value_problem(value)
+    if problem:
+        raise ValueError(f"a workload parameter is refused: {problem}")
     return value
 
 
@@ -123,9 +128,11 @@ def _config_params(text: str) -> dict:
     """The workload parameters of a fixed configuration (copy before adding to it). A suite
     run repeats a few hundred configurations over thousands of rows, hence the cache."""
     try:
-        config = json.loads(text)
+        config = jsonbounds.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"extra_benchmark_config_str is not JSON: {exc.msg}") from None
+    except jsonbounds.JSONLimitError as exc:
+        raise ValueError(f"extra_benchmark_config_str is refused: {exc}") from None
     if not isinstance(config, dict):
         raise ValueError("extra_benchmark_config_str is not a JSON object")
     params: dict = {}

@@ -141,6 +141,24 @@ def _figures_problem(r: Record) -> str:
     return ""
 
 
+def input_check(item: InputFile) -> None:
+    """Refuse a file whose name or folder names more than its publication's columns hold (a
+    file name of 121 characters was a database error, not a message)."""
+    fields = {
+        "publication": Publication._meta.get_field("slug").max_length,
+        "upstream_commit": Publication._meta.get_field("upstream_commit").max_length,
+        "release": Publication._meta.get_field("release").max_length,
+    }
+    problems = [
+        (0, f"the {name.replace('_', ' ')} taken from the file or folder name is longer than "
+            f"{limit} characters: {getattr(item, name)[:60]!r}...")
+        for name, limit in fields.items()
+        if len(getattr(item, name)) > limit
+    ]  # fmt: skip
+    if problems:
+        raise IngestError(item.location, problems)
+
+
 def records_check(records: list[Record], where: str) -> None:
     """Refuse, with their lines, records the columns cannot hold or no page can rank."""
     problems: list[tuple[int, str]] = []
@@ -198,6 +216,7 @@ def ingest_file(
     trigger: str = "command",
 ) -> IngestReport:
     """Parse, check and write one upstream file; its ledger entry says what it changed."""
+    input_check(item)
     records = module.records(item)
     if not records:
         raise IngestError(item.location, [(1, "no records in the file (only a header?)")])

@@ -175,3 +175,21 @@ def test_each_case_changes_the_real_result():
         spoilt = copy.deepcopy(real)
         spoil(spoilt)
         assert spoilt != real
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+        ('{"payload": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 32 levels"),
+        ('{"payload": {"measurement": {"median": NaN}}}', "NaN is not a number"),
+        ('{"payload": {"gpu": "a\\u0000"}}', "a NUL character is not allowed"),
+    ],
+    ids=["100k arrays", "100k arrays inside", "NaN", "NUL"],
+)
+def test_rerun_import_refuses_hostile_json(db, tmp_path, text, match):
+    path = tmp_path / "RESULT.json"
+    path.write_text(text)
+    with pytest.raises(CommandError, match=f"not a JSON file .*{match}"):
+        call_command("rerun", "import", str(path), stdout=StringIO(), stderr=StringIO())
+    assert not ResultReceipt.objects.exists()

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
+from kernelindex import jsonbounds
 from reruns import signing
 from reruns.controlled import job_document
 from reruns.models import JobState, RerunJob
@@ -29,10 +30,11 @@ from runs.models import Run
 
 def _read_json(path: str) -> dict:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        # Bounded: a result nested 100,000 deep or with a NaN is refused, not a traceback.
+        data = jsonbounds.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JSONDecodeError and JSONLimitError are ValueErrors
         raise CommandError(f"{path}: not a JSON file ({exc})") from None
     if not isinstance(data, dict):
         raise CommandError(f"{path}: expected a JSON object")

@@ -80,6 +80,8 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "kernelindex.middleware.StaffMfaRequiredMiddleware",
     "kernelindex.middleware.ContentSecurityPolicyMiddleware",
+    # Innermost, so the pages it puts in place of Django's technical ones get the CSP.
+    "kernelindex.errors.ErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "kernelindex.urls"

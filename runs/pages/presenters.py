@@ -338,9 +338,7 @@ def _resolve(panels: list[Panel], params) -> tuple[dict, list[Panel], list, list
             # In words, not slugs: the value is known (benchmark_view checked), just not here.
             asked = next(label(p) for p in panels if key(p) == wanted)
             where = f" in {candidates[0].source_name}" if name != "source" else ""
-            notes.append(
-                f"No {asked} {noun}{where} for this choice; showing {options[value]}."
-            )
+            notes.append(f"No {asked} {noun}{where} for this choice; showing {options[value]}.")
         chosen[name] = value
         selector_values.append((name, _DIM_TITLES[name], ordered))
         candidates = [p for p in candidates if key(p) == value]

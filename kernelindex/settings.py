@@ -40,8 +40,9 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
-# The one origin every absolute link is built from (citations, the feed, emails, manifests):
-# never the request's Host header. Production sets it (a deploy check says so when it is unset).
+# The one origin every absolute link is built from (citations, the feed, emails, API links):
+# never the request's Host header. Production sets it (a deploy check says so when it is
+# unset); under DEBUG without it, links follow the request (kernelindex/origin.py).
 SITE_ROOT = os.getenv("SITE_ROOT", "http://localhost:8000").rstrip("/")
 SITE_ROOT_CONFIGURED = bool(os.getenv("SITE_ROOT"))
 SITE_NAME = "KernelIndex"
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "kernelindex.middleware.RejectNulBytesMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "kernelindex.origin.SiteOriginMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -6,7 +6,6 @@ import copy
 import hashlib
 import json
 
-from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -15,6 +14,7 @@ from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_safe
 
+from kernelindex.origin import absolute
 from runs.extensions import run_extensions
 from runs.manifest import citation
 from runs.manifest.canonical import run_manifest
@@ -49,7 +49,7 @@ from runs.reference.plausibility import floor_for
 
 
 def _canonical(request: HttpRequest) -> str:
-    return settings.SITE_ROOT + request.path
+    return absolute(request.path)
 
 
 def _current_run(public_id: str) -> Run:

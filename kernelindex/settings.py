@@ -238,11 +238,15 @@ LOGIN_REDIRECT_URL = "/"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+# Confirming the address (in the browser that signed up) signs the person in: the link is
+# the proof the password alone was waiting for.
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_UNIQUE_EMAIL = True
 # Answers never reveal whether an address has an account (sign-up and password reset).
 ACCOUNT_PREVENT_ENUMERATION = True
 # ... and take the same time: both sign-up paths hash the password (attestations/forms.py).
 ACCOUNT_FORMS = {"signup": "attestations.forms.SignupForm"}
+ACCOUNT_ADAPTER = "attestations.accounts.AccountAdapter"
 ACCOUNT_LOGOUT_ON_GET = False
 # Land on an uncached page: the "signed out" message must not end up in a page cached for
 # every anonymous reader.

@@ -147,14 +147,20 @@ def crawl_site(crawl: Crawl, *, groups_per_source: int = 25, runs_per_level: int
 
     crawl.page("home", "/")
     crawl.page("browse", "/runs/", follow_choices=True)
-    for url in ("/api/v1/", "/api/v1/runs/?page_size=5", "/api/v1/benchmarks/",
-                "/api/v1/sources/", "/api/v1/groups/?page_size=5", "/feeds/runs.atom"):
+    for url in (
+        "/api/v1/",
+        "/api/v1/runs/?page_size=5",
+        "/api/v1/benchmarks/",
+        "/api/v1/sources/",
+        "/api/v1/groups/?page_size=5",
+        "/feeds/runs.atom",
+    ):
         crawl.page("api", url)  # fmt: skip
     crawl.page("not found", "/no/such/page/", expect=404)
     crawl.page("not found", "/runs/deadbeef/", expect=404)
     with_runs = Run.objects.public().values("benchmark").distinct()
-    for slug in Benchmark.objects.filter(pk__in=with_runs).order_by("slug").values_list(
-        "slug", flat=True
+    for slug in (
+        Benchmark.objects.filter(pk__in=with_runs).order_by("slug").values_list("slug", flat=True)
     ):
         crawl.page("benchmark", f"/benchmarks/{slug}/", follow_choices=True)
     for slug in Gpu.objects.order_by("slug").values_list("slug", flat=True):

@@ -37,6 +37,7 @@ from attestations.models import (
     State,
 )
 from attestations.units import MAX_STORED_VALUE
+from kernelindex.origin import site_root
 from runs.models import Gpu, Run
 
 
@@ -324,13 +325,13 @@ def _notify_maintainers(report_pk: int) -> None:
     )
     if not recipients:
         return
-    admin_url = f"{settings.SITE_ROOT}/admin/attestations/report/{report.pk}/change/"
+    admin_url = f"{site_root()}/admin/attestations/report/{report.pk}/change/"
     send_mail(
         subject=f"[KernelIndex] New report on run {report.run.public_id}: "
         f"{report.get_category_display()}",
         message=(
             f"{report.reporter.get_username()} reported a problem with run "
-            f"{report.run.public_id} ({settings.SITE_ROOT}{report.run.get_absolute_url()}).\n\n"
+            f"{report.run.public_id} ({site_root()}{report.run.get_absolute_url()}).\n\n"
             f"Category: {report.get_category_display()}\n\n{report.text}\n\n"
             f"Answer it in the admin: {admin_url}\n"
         ),

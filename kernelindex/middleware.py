@@ -77,10 +77,6 @@ class ContentSecurityPolicyMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         content_type = response.get("Content-Type", "")
-        if settings.DEBUG and response.status_code in (404, 500):
-            # Under DEBUG these are Django's technical pages, styled inline; the site's own
-            # 404 and 500 pages (DEBUG off) keep the policy.
-            return response
         if content_type.startswith("text/html") and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = settings.CONTENT_SECURITY_POLICY
         return response

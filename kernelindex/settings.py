@@ -40,8 +40,9 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
-# The one origin every absolute link is built from (citations, the feed, emails, manifests):
-# never the request's Host header. Production sets it (a deploy check says so when it is unset).
+# The one origin every absolute link is built from (citations, the feed, emails, API links):
+# never the request's Host header. Production sets it (a deploy check says so when it is
+# unset); under DEBUG without it, links follow the request (kernelindex/origin.py).
 SITE_ROOT = os.getenv("SITE_ROOT", "http://localhost:8000").rstrip("/")
 SITE_ROOT_CONFIGURED = bool(os.getenv("SITE_ROOT"))
 SITE_NAME = "KernelIndex"
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "kernelindex.middleware.RejectNulBytesMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "kernelindex.origin.SiteOriginMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -81,6 +83,8 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "kernelindex.middleware.StaffMfaRequiredMiddleware",
     "kernelindex.middleware.ContentSecurityPolicyMiddleware",
+    # Innermost, so the pages it puts in place of Django's technical ones get the CSP.
+    "kernelindex.errors.ErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -241,11 +245,15 @@ LOGIN_REDIRECT_URL = "/"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+# Confirming the address (in the browser that signed up) signs the person in: the link is
+# the proof the password alone was waiting for.
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_UNIQUE_EMAIL = True
 # Answers never reveal whether an address has an account (sign-up and password reset).
 ACCOUNT_PREVENT_ENUMERATION = True
 # ... and take the same time: both sign-up paths hash the password (attestations/forms.py).
 ACCOUNT_FORMS = {"signup": "attestations.forms.SignupForm"}
+ACCOUNT_ADAPTER = "attestations.accounts.AccountAdapter"
 ACCOUNT_LOGOUT_ON_GET = False
 # Land on an uncached page: the "signed out" message must not end up in a page cached for
 # every anonymous reader.

@@ -33,15 +33,6 @@ urlpatterns = [
 ]
 
 
-def _not_found(request, exception=None):
-    """The API answers JSON even for a URL no route matches; pages keep the HTML 404."""
-    if request.path.startswith("/api/"):
-        from django.http import JsonResponse
-
-        return JsonResponse({"detail": "Not found."}, status=404)
-    from django.views.defaults import page_not_found
-
-    return page_not_found(request, exception)
-
-
-handler404 = _not_found
+# The site's own error pages, with DEBUG on as with it off (kernelindex/errors.py).
+handler404 = "kernelindex.errors.not_found"
+handler500 = "kernelindex.errors.server_error"

@@ -5,7 +5,6 @@ result becomes. Like every source it only builds a record; runs.sources.pipeline
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
@@ -198,8 +197,9 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
     with transaction.atomic():
         source = source_ensure(
             SOURCE["slug"],
-            {"name": SOURCE["name"], "description": SOURCE["description"],
-             "homepage": settings.SITE_ROOT},
+            # No homepage: this site is the source, and a stored origin would be the origin of
+            # whichever machine recorded the first rerun.
+            {"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
         )  # fmt: skip
         # One publication per GPU class and day: the reruns measured together are ranked
         # together (liger beside huggingface on the same H200), as an upstream suite run is.

@@ -80,7 +80,12 @@ def run_reruns(request: HttpRequest, run) -> dict:
         else None,
         "is_controlled": is_controlled,
         # The no-broker notice concerns jobs that wait, not finished ones.
-        "waiting": any(job.state in ("queued", "awaiting-approval") for job in jobs),
+        # Said once, above the jobs: it concerns jobs that wait and the form that adds one.
+        "no_broker_notice": not broker_configured()
+        and (
+            any(job.state in ("queued", "awaiting-approval") for job in jobs)
+            or (signed_in and not is_controlled)
+        ),
         "controlled_receipt": (
             ResultReceipt.objects.filter(controlled_run=run).first() if is_controlled else None
         ),

@@ -10,7 +10,7 @@ import kirunner
 from reruns import selfrun
 from reruns.forms import RerunRequestForm
 from reruns.models import JobState
-from reruns.services import NO_BROKER, RerunError, broker_configured, rerun_request
+from reruns.services import RerunError, broker_configured, rerun_request
 from runs.models import Run
 
 
@@ -35,7 +35,8 @@ def request_rerun(request: HttpRequest, public_id: str) -> HttpResponse:
     elif job.dispatched_at:
         messages.success(request, f"Rerun ordered and sent to the queue {job.queue}.")
     elif not broker_configured():
-        messages.warning(request, f"Rerun ordered; {NO_BROKER}.")
+        # The run page says once, above its jobs, why it waits.
+        messages.warning(request, "Rerun ordered; it waits as queued.")
     else:
         messages.warning(request, f"Rerun ordered but not sent yet: {job.dispatch_error}")
     return back

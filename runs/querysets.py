@@ -136,6 +136,28 @@ class ComparisonGroupQuerySet(models.QuerySet):
             "publication__source", "benchmark", "workload", "environment__gpu"
         )
 
+    def newest_per_view(self, *, benchmark) -> list[int]:
+        """The ids of the groups a benchmark page plots: for each source, GPU, timed pass and
+        metric, those of the newest publication that has it. A CI run measures on one GPU, so
+        the newest run of a source alone would hide every other GPU the source ever measured.
+        One query over the benchmark's groups (a few thousand at most)."""
+        rows = self.filter(benchmark=benchmark).values_list(
+            "id",
+            "publication__source_id",
+            "environment__gpu_id",
+            "timed_pass",
+            "metric",
+            "publication__sequence",
+            "publication_id",
+        )
+        newest: dict[tuple, tuple[int, int]] = {}
+        found = []
+        for group_id, source, gpu, timed_pass, metric, sequence, publication in rows:
+            view = (source, gpu, timed_pass, metric)
+            newest[view] = max(newest.get(view, (-1, -1)), (sequence, publication))
+            found.append((group_id, view, (sequence, publication)))
+        return [group_id for group_id, view, pub in found if newest[view] == pub]
+
 
 class PublicationQuerySet(models.QuerySet):
     def latest_per_source(self, *, benchmark) -> list:

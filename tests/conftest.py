@@ -70,6 +70,12 @@ def _required(name: str) -> bool:
 def services(db):
     """The real PostgreSQL and Redis. Skipped on a laptop without them; a failure in CI, where
     KERNELINDEX_REQUIRE_SERVICES=1 says they must be there."""
+    return require_services()
+
+
+def require_services() -> str:
+    """Skip (or in CI fail) unless PostgreSQL and Redis are there; for fixtures wider than a
+    test, which cannot ask for `services`."""
     import redis
     from django.conf import settings
     from django.db import connection

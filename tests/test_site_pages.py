@@ -213,16 +213,6 @@ def test_500_page_is_the_sites_own(rf):
     assert "Something went wrong on our side" in html and "/static/css/site.css" in html
 
 
-@pytest.mark.django_db
-@override_settings(DEBUG=True)
-def test_debug_error_pages_are_not_blocked_by_the_csp(client):
-    """Under DEBUG the 404 is Django's technical page, styled inline: the CSP would leave it
-    unstyled. The site's own pages keep the policy."""
-    response = client.get("/runs/deadbeef/")
-    assert response.status_code == 404 and "Content-Security-Policy" not in response
-    assert "Content-Security-Policy" in client.get("/")
-
-
 def test_source_page_names_the_upstream_file_not_the_local_path(client, liger_bench):
     html = client.get("/sources/liger-kernel-bench/").content.decode()
     assert str(REPO_DATA) not in html and "/work/" not in html

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from rest_framework import serializers
 
+from kernelindex.origin import absolute
 from runs.models import Benchmark, ComparisonGroup, Environment, Gpu, Run, Source
 
 
 class SiteUrlField(serializers.URLField):
-    """An absolute link to a page, from SITE_ROOT (never the request's Host header)."""
+    """An absolute link to a page, from the site's one origin (kernelindex/origin.py)."""
 
     def __init__(self, **kwargs):
         super().__init__(source="get_absolute_url", read_only=True, **kwargs)
 
     def to_representation(self, value: str) -> str:
-        return settings.SITE_ROOT + value
+        return absolute(value)
 
 
 class GpuSerializer(serializers.ModelSerializer):

@@ -7,9 +7,11 @@ from datetime import date
 
 from django.conf import settings
 
+from kernelindex.origin import absolute
+
 
 def permalink(run) -> str:
-    return settings.SITE_ROOT + run.get_absolute_url()
+    return absolute(run.get_absolute_url())
 
 
 def _bibtex_escape(text: str) -> str:

@@ -104,23 +104,27 @@ def line_chart(
     y_unit: str,
     width: int = 640,
     height: int = 320,
+    x_names: list[str] | None = None,
 ) -> str:
     """One line per series. y values are divided by y_scale and labelled in y_unit.
 
-    x is logarithmic (base 2) when the sweep is powers of two, as upstream's sweeps mostly are.
+    x is logarithmic (base 2) when the sweep is powers of two, as upstream's sweeps mostly are;
+    with x_names, the xs are positions 0, 1, ... of those named values, evenly spaced.
     """
     xs = [x for s in series for x, _ in s.points]
     ys = [y / y_scale for s in series for _, y in s.points]
     if not xs:
         return ""
-    log_x = _is_powers_of_two(xs)
+    log_x = x_names is None and _is_powers_of_two(xs)
+    if x_names is not None:
+        xs = list(range(len(x_names)))
     left, right, top, bottom = 72, 16, 16, 48
     legend_h = 18 * len(series)
     plot_w, plot_h = width - left - right, height - top - bottom
     total_h = height + legend_h
     fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
     distinct_x = sorted(set(xs))
-    if log_x or len(distinct_x) <= 10:
+    if log_x or len(distinct_x) <= 10 or x_names is not None:
         x_ticks = distinct_x[:: max(1, math.ceil(len(distinct_x) / 10))]
         x_lo, x_hi = fx(distinct_x[0]), fx(distinct_x[-1])
     else:
@@ -147,7 +151,10 @@ def line_chart(
 
     desc_parts = []
     for s in series:
-        values = ", ".join(f"{_fmt_x(x)}: {y / y_scale:.4g} {y_unit}" for x, y in s.points)
+        values = ", ".join(
+            f"{x_names[x] if x_names is not None else _fmt_x(x)}: {y / y_scale:.4g} {y_unit}"
+            for x, y in s.points
+        )
         desc_parts.append(f"{s.name}: {values}.")
     desc = (
         f"{y_label} ({y_unit}) against {x_label}"
@@ -173,10 +180,11 @@ def line_chart(
         )
     for x in x_ticks:
         X = px(x)
+        name = x_names[int(x)] if x_names is not None else _fmt_x(x)
         out.append(
             f'<line x1="{X:.1f}" x2="{X:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
             f'stroke="#555"/><text class="tick" x="{X:.1f}" y="{top + plot_h + 17}" '
-            f'text-anchor="middle">{escape(_fmt_x(x))}</text>'
+            f'text-anchor="middle">{escape(name)}</text>'
         )
     out.append(
         f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{top + plot_h + 38}" '

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.syndication.views import Feed
 from django.utils.feedgenerator import Atom1Feed
 
+from kernelindex.origin import absolute
 from runs.models import Run
 from runs.templatetags.runs_tags import scale
 
@@ -15,16 +15,15 @@ class LatestRunsFeed(Feed):
     title = "KernelIndex: newly imported runs"
     subtitle = "GPU-kernel benchmark runs as they are imported, newest first."
 
-    # Every link in the feed is absolute from SITE_ROOT, never from the request's Host header:
-    # the feed is cached and served to every reader, whatever host name they used.
+    # Every link in the feed is absolute from the site's one origin (kernelindex/origin.py).
     def link(self) -> str:
-        return settings.SITE_ROOT + "/runs/?ordering=-imported"
+        return absolute("/runs/?ordering=-imported")
 
     def item_link(self, item: Run) -> str:
-        return settings.SITE_ROOT + item.get_absolute_url()
+        return absolute(item.get_absolute_url())
 
     def feed_url(self) -> str:
-        return settings.SITE_ROOT + "/feeds/runs.atom"
+        return absolute("/feeds/runs.atom")
 
     def items(self):
         return (
@@ -47,7 +46,7 @@ class LatestRunsFeed(Feed):
         )
 
     def item_guid(self, item: Run) -> str:
-        return f"{settings.SITE_ROOT}{item.get_absolute_url()}#r{item.revision}"
+        return f"{absolute(item.get_absolute_url())}#r{item.revision}"
 
     item_guid_is_permalink = False
 

@@ -32,12 +32,33 @@ class Panel:
     gpu_name: str = ""
     timed_pass: str = ""
     metric: str = ""
+    publication: object = None  # the one publication a panel's runs come from
+    observed: object = None  # when its newest run was measured
     # implementation display name -> provider key (the baseline is chosen by key in the URL)
     keys: dict = field(default_factory=dict)
 
     @property
     def rows(self) -> list[tuple[float, list]]:
         return [(x, [self.cells[x].get(i) for i in self.implementations]) for x in self.xs]
+
+    @property
+    def sweep_label(self) -> str:
+        return self.sweep or "Workload"
+
+
+def x_label(x) -> str:
+    """A sweep value as a table shows it: numbers without trailing zeros, a value upstream
+    wrote as text verbatim, and "one workload" where nothing is swept (KernelBench)."""
+    if x is None:
+        return "one workload"
+    if isinstance(x, float):
+        return f"{x:.3f}".rstrip("0").rstrip(".")
+    return str(x)
+
+
+def _x_order(x) -> tuple:
+    # Numbers in order, then text sizes in upstream's spelling: one sweep can hold both.
+    return (0, x, "") if isinstance(x, int | float) else (1, 0, str(x))
 
 
 _PASS_ORDER = {"forward": 0, "no-grad-forward": 1, "backward": 2, "full": 3}
@@ -55,10 +76,20 @@ def _swept_param(run) -> str:
     return name
 
 
+def _sweep_x(run, swept: str):
+    """The run's position on its panel's x axis: the swept value, the parameter's own value
+    when upstream swept something that is not a number, None when nothing is swept."""
+    if run.sweep_value is not None:
+        return run.sweep_value
+    if not swept:
+        return None
+    return run.workload.parameters.get(swept)
+
+
 def benchmark_panels(benchmark, runs) -> list[Panel]:
     panels: dict[tuple, Panel] = {}
     for run in runs:
-        swept = _swept_param(run)
+        swept = _swept_param(run) if run.sweep_name else ""
         fixed_params = {k: v for k, v in run.workload.parameters.items() if k != swept}
         fixed = " · ".join(
             str(fixed_params[k]) if k == "dtype" else f"{k} = {fixed_params[k]}"
@@ -98,19 +129,20 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
                 gpu_name=run.environment.gpu.upstream_name,
                 timed_pass=run.timed_pass,
                 metric=run.metric,
+                publication=run.publication,
             )
-        if run.sweep_value is None:
-            continue
-        if run.sweep_value not in panel.cells:
-            panel.xs.append(run.sweep_value)
+        x = _sweep_x(run, swept)
+        if x not in panel.cells:
+            panel.xs.append(x)
         name = run.implementation.display_name
         if name not in panel.implementations:
             panel.implementations.append(name)
             panel.keys[name] = run.implementation.provider_key
-        panel.cells[run.sweep_value][name] = run
+        panel.cells[x][name] = run
+        panel.observed = max(panel.observed or run.observed_at, run.observed_at)
     out = []
     for panel in panels.values():
-        panel.xs.sort()
+        panel.xs.sort(key=_x_order)
         panel.implementations.sort()
         out.append(panel)
     out.sort(key=lambda p: p.order)
@@ -252,6 +284,8 @@ def _speedup(run, base) -> float | None:
 
 
 def _workload_label(panel: Panel) -> str:
+    if not panel.sweep:
+        return panel.fixed or "one workload"
     return f"{panel.sweep} sweep" + (f" · {panel.fixed}" if panel.fixed else "")
 
 
@@ -261,6 +295,66 @@ def _default_baseline(panel: Panel) -> str:
             if k == key:
                 return name
     return panel.implementations[0]
+
+
+_DIMS = [
+    ("source", "source", lambda p: p.source_slug, lambda p: p.source_name),
+    ("gpu", "GPU", lambda p: p.gpu_slug, lambda p: p.gpu_name),
+    ("pass", "pass", lambda p: p.timed_pass, lambda p: TimedPass(p.timed_pass).label),
+    ("metric", "metric", lambda p: p.metric, lambda p: Metric(p.metric).label),
+]
+_DIM_TITLES = {"source": "Source", "gpu": "GPU", "pass": "Pass", "metric": "Metric"}
+
+
+def pluralize(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _resolve(panels: list[Panel], params) -> tuple[dict, list[Panel], list, list[str]]:
+    """Narrow the panels by source, GPU, pass and metric in turn: each asked-for value the
+    panels left have, else the default. Returns the choices, the panels left, each
+    dimension's options, and a sentence per asked-for value that had to change."""
+    notes: list[str] = []
+    chosen: dict[str, str] = {}
+    candidates = panels
+    selector_values: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for name, noun, key, label in _DIMS:
+        options: dict[str, str] = {}
+        for p in sorted(candidates, key=lambda p: p.order):
+            options.setdefault(key(p), label(p))
+        ordered = list(options.items())
+        if name in ("source", "gpu"):
+            # The default is the one with the most measurements; the links read alphabetically.
+            size: dict[str, int] = defaultdict(int)
+            for p in candidates:
+                size[key(p)] += sum(len(c) for c in p.cells.values())
+            default = max(ordered, key=lambda kv: (size[kv[0]], kv[1]))[0]
+            ordered.sort(key=lambda kv: kv[1])
+        else:
+            default = ordered[0][0]
+        wanted = params.get(name)
+        value = wanted if wanted in options else default
+        if wanted and wanted not in options:
+            # In words, not slugs: the value is known (benchmark_view checked), just not here.
+            asked = next(label(p) for p in panels if key(p) == wanted)
+            where = f" in {candidates[0].source_name}" if name != "source" else ""
+            notes.append(f"No {asked} {noun}{where} for this choice; showing {options[value]}.")
+        chosen[name] = value
+        selector_values.append((name, _DIM_TITLES[name], ordered))
+        candidates = [p for p in candidates if key(p) == value]
+    candidates.sort(key=lambda p: p.order)
+    return chosen, candidates, selector_values, notes
+
+
+def _same_workload(panels: list[Panel], params, current: Panel) -> str:
+    """The workload link number that shows the current panel's workload after another choice
+    of source, GPU, pass or metric; "1" where that choice does not have it."""
+    candidates = _resolve(panels, params)[1]
+    label = _workload_label(current)
+    for i, p in enumerate(candidates):
+        if _workload_label(p) == label:
+            return str(i + 1)
+    return "1"
 
 
 def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
@@ -286,40 +380,14 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     if not panels:
         return BenchmarkView(None, [], [], "", "median", "", [], [])
 
-    notes: list[str] = []
-    chosen: dict[str, str] = {}
-    candidates = panels
-    dims = [
-        ("source", "Source", lambda p: p.source_slug, lambda p: p.source_name),
-        ("gpu", "GPU", lambda p: p.gpu_slug, lambda p: p.gpu_name),
-        ("pass", "Pass", lambda p: p.timed_pass, lambda p: TimedPass(p.timed_pass).label),
-        ("metric", "Metric", lambda p: p.metric, lambda p: Metric(p.metric).label),
-    ]
-    selector_values: list[tuple[str, str, list[tuple[str, str]]]] = []
-    for name, title, key, label in dims:
-        options: dict[str, str] = {}
-        for p in sorted(candidates, key=lambda p: p.order):
-            options.setdefault(key(p), label(p))
-        ordered = list(options.items())
-        if name in ("source", "gpu"):
-            # The default is the one with the most measurements; the links read alphabetically.
-            size: dict[str, int] = defaultdict(int)
-            for p in candidates:
-                size[key(p)] += sum(len(c) for c in p.cells.values())
-            default = max(ordered, key=lambda kv: (size[kv[0]], kv[1]))[0]
-            ordered.sort(key=lambda kv: kv[1])
-        else:
-            default = ordered[0][0]
-        wanted = params.get(name)
-        value = wanted if wanted in options else default
-        if wanted and wanted not in options:
-            notes.append(f"No {title.lower()} {wanted} for this choice; showing {options[value]}.")
-        chosen[name] = value
-        selector_values.append((name, title, ordered))
-        candidates = [p for p in candidates if key(p) == value]
+    chosen, candidates, selector_values, notes = _resolve(panels, params)
     # Panels left differ only in the swept parameter and the fixed ones.
-    candidates.sort(key=lambda p: p.order)
     index = min(int(workload), len(candidates))
+    if int(workload) > len(candidates):
+        notes.append(
+            f"This choice has {len(candidates)} workload{pluralize(len(candidates))}; "
+            f"showing the {_workload_label(candidates[index - 1])}."
+        )
     chosen["workload"] = str(index)
     if len(candidates) > 1:
         selector_values.append(
@@ -332,6 +400,10 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     panel = candidates[index - 1]
     by_key = {k: n for n, k in panel.keys.items()}
     baseline = by_key.get(params.get("baseline", ""), _default_baseline(panel))
+    wanted = params.get("baseline")
+    if wanted and wanted not in by_key:
+        names = {k: n for p in panels for n, k in p.keys.items()}
+        notes.append(f"{names[wanted]} is not in this plot; speed-ups are over {baseline}.")
     chosen["baseline"] = panel.keys[baseline]
     selector_values.append(
         ("baseline", "Speed-up relative to",
@@ -342,6 +414,9 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
 
     def query(**change: str) -> str:
         state = {**chosen, **change}
+        if change.keys() & {d[0] for d in _DIMS}:
+            # The same workload where the other choice has it, else its first.
+            state["workload"] = _same_workload(panels, {**params, **state}, panel)
         return urlencode({k: state[k] for k in _SELECTORS if state.get(k)})
 
     selectors = [
@@ -354,8 +429,8 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     for x in panel.xs:
         base = panel.cells[x].get(baseline)
         rows.append(
-            (x, [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
-                 for i in panel.implementations])
+            (x_label(x), [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
+                          for i in panel.implementations])
         )  # fmt: skip
     svg = _panel_svg(panel, rows, baseline, chosen["plot"])
     summary = _summary(panels, chosen)
@@ -364,6 +439,10 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
 
 def _panel_svg(panel: Panel, rows, baseline: str, plot: str) -> str:
     memory = panel.unit != "ns"
+    # A sweep over text values (upstream may write any x) is plotted in its order, evenly.
+    categorical = not all(isinstance(x, int | float) for x in panel.xs)
+    rows = [(i if categorical else x, cells) for i, (x, (_, cells)) in
+            enumerate(zip(panel.xs, rows, strict=True))]  # fmt: skip
     if plot == "speedup":
         label = f"{'Memory saving' if memory else 'Speed-up'} over {baseline}"
         values = {i: [(x, cells[j][1]) for x, cells in rows if cells[j][1]]
@@ -394,6 +473,7 @@ def _panel_svg(panel: Panel, rows, baseline: str, plot: str) -> str:
         y_label=label,
         y_scale=y_scale,
         y_unit=unit.split(",")[0],
+        x_names=[x_label(x) for x in panel.xs] if categorical else None,
     )
 
 

@@ -6,7 +6,6 @@ import copy
 import hashlib
 import json
 
-from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -15,6 +14,7 @@ from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_safe
 
+from kernelindex.origin import absolute
 from runs.extensions import run_extensions
 from runs.manifest import citation
 from runs.manifest.canonical import run_manifest
@@ -49,7 +49,7 @@ from runs.reference.plausibility import floor_for
 
 
 def _canonical(request: HttpRequest) -> str:
-    return settings.SITE_ROOT + request.path
+    return absolute(request.path)
 
 
 def _current_run(public_id: str) -> Run:
@@ -263,25 +263,18 @@ BENCHMARK_CHOICES = ("source", "gpu", "pass", "metric", "baseline", "plot", "wor
 
 
 def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
-    latest = {
-        pub.source_id: pub for pub in Publication.objects.latest_per_source(benchmark=benchmark)
-    }
+    # Every GPU, pass and metric a source measured, each from its newest publication.
+    groups = ComparisonGroup.objects.newest_per_view(benchmark=benchmark)
     runs = list(
         Run.objects.public()
-        .filter(benchmark=benchmark, publication__in=[p.pk for p in latest.values()])
+        .filter(group_id__in=groups)
         .for_listing()
         .order_by("timed_pass", "metric", "sweep_value", "rank")
     )
     memo.attach(runs)
-    by_publication: dict[int, list[Run]] = {p.pk: [] for p in latest.values()}
-    for run in runs:
-        by_publication[run.publication_id].append(run)
-    panels = [
-        panel
-        for pub in latest.values()
-        for panel in benchmark_panels(benchmark, by_publication[pub.pk])
-    ]
-    context = {"benchmark": benchmark, "latest": latest}
+    panels = benchmark_panels(benchmark, runs)
+    shown = {p.publication.pk: p.publication for p in panels}
+    context = {"benchmark": benchmark, "shown": sorted(shown.values(), key=_publication_order)}
     try:
         context["view"] = view = benchmark_view(panels, params)
     except BadChoice as exc:
@@ -289,6 +282,10 @@ def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
         return 400, render_to_string("runs/_benchmark_body.html", context)
     _mark_host_dominated([r for _, cells in view.rows for r, _ in cells if r is not None])
     return 200, render_to_string("runs/_benchmark_body.html", context)
+
+
+def _publication_order(publication: Publication) -> tuple:
+    return (publication.source.name, -publication.sequence, publication.slug)
 
 
 def _mark_host_dominated(runs: list[Run]) -> None:

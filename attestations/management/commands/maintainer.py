@@ -8,6 +8,7 @@ TOTP secret and recovery codes are printed once, for the person to scan and keep
 from __future__ import annotations
 
 import getpass
+import sys
 
 from allauth.account.models import EmailAddress
 from allauth.mfa.adapter import get_adapter as get_mfa_adapter
@@ -20,6 +21,28 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from attestations import staffmfa
+
+NO_TERMINAL = (
+    "No terminal to ask for the new account's password on. Give it on standard input with "
+    "--password-stdin, e.g. `printf '%s' \"$PASSWORD\" | manage.py maintainer NAME --email "
+    "ADDRESS --password-stdin`."
+)
+
+
+def _read_password(from_stdin: bool) -> str:
+    """The new account's password: the first line of standard input with --password-stdin,
+    else asked for on the terminal (getpass without one would read, and echo, stdin)."""
+    if not from_stdin and not sys.stdin.isatty():
+        raise CommandError(NO_TERMINAL)
+    try:
+        password = input() if from_stdin else getpass.getpass("Password: ")
+    except EOFError:
+        raise CommandError(
+            "Standard input ended before a password: --password-stdin reads the first line."
+            if from_stdin
+            else NO_TERMINAL
+        ) from None
+    return password.strip()
 
 
 class Command(BaseCommand):
@@ -40,9 +63,7 @@ class Command(BaseCommand):
             if user is None:
                 if not email:
                     raise CommandError("A new account needs --email.")
-                password = (
-                    input() if options["password_stdin"] else getpass.getpass("Password: ")
-                ).strip()
+                password = _read_password(options["password_stdin"])
                 user = users(username=username, email=email)
                 try:
                     validate_password(password, user)

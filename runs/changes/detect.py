@@ -77,7 +77,7 @@ def point_noise(values: list[float]) -> float:
     m = statistics.median(values)
     if m <= 0:
         return float("inf")
-    diffs = [abs(b - a) for a, b in zip(values, values[1:])]
+    diffs = [abs(b - a) for a, b in zip(values, values[1:], strict=False)]
     return MAD_TO_SIGMA * statistics.median(diffs) / math.sqrt(2) / m
 
 

@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
     kinds = Counter()
     per_kernel: dict[str, Counter] = defaultdict(Counter)
     at: dict[tuple, list[str]] = defaultdict(list)  # (publication, kind, direction) -> kernels
+    moves: dict[tuple, list[tuple[str, float]]] = defaultdict(list)  # ... -> (provider, shift)
     comebacks = 0
     points = 0
     for cell, history in cells.items():
@@ -83,6 +84,7 @@ def main(argv: list[str]) -> int:
             kinds[ch.kind, ch.direction] += 1
             per_kernel[cell[0]][ch.kind, ch.direction] += 1
             at[folders[seqs[ch.index]], ch.kind, ch.direction].append(cell[0])
+            moves[folders[seqs[ch.index]], ch.kind, ch.direction].append((cell[3], ch.shift))
             if ch.kind == detect.STEP:
                 after = values[ch.index + 1 : ch.index + 1 + COMEBACK]
                 level = statistics.median(after) if after else ch.after
@@ -108,10 +110,14 @@ def main(argv: list[str]) -> int:
     print(f"  steps inside a group (moved with >= {detect.GROUP_MIN_CELLS} cells of >= "
           f"{detect.GROUP_MIN_KERNELS} kernels at one publication): {in_groups}")  # fmt: skip
     print()
-    print("groups (publication, kind, direction: cells of kernels)")
-    for (pub, kind, direction), kernels in sorted(grouped.items(), key=lambda kv: -len(kv[1])):
+    print("groups (publication, kind, direction: cells of kernels, median shift, cells of")
+    print("providers other than Liger's, whose code does not change with Liger's commits)")
+    for key, kernels in sorted(grouped.items(), key=lambda kv: -len(kv[1])):
+        pub, kind, direction = key
+        shift = statistics.median(m for _, m in moves[key])
+        others = sum(not p.startswith("liger") for p, _ in moves[key])
         print(f"  {pub:16} {kind:8} {direction:12} {len(kernels):5} cells of "
-              f"{len(set(kernels))} kernels")  # fmt: skip
+              f"{len(set(kernels)):3} kernels  {shift:+7.1%}  {others:4} not Liger's")  # fmt: skip
     print()
     print(f"{'kernel':36} {'step+':>6} {'step-':>6} {'outlier':>8} {'pending':>8}")
     for kernel, c in sorted(per_kernel.items()):

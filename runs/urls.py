@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.pages import views
+from runs.pages import changes_views, views
 from runs.pages.feeds import LatestRunsFeed
 
 app_name = "runs"
@@ -19,6 +19,7 @@ urlpatterns = [
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),
     path("sources/<slug:slug>/ledger/", views.source_ledger, name="source-ledger"),
+    path("sources/<slug:slug>/changes/", changes_views.source_changes, name="source-changes"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
     path("feeds/runs.atom", LatestRunsFeed(), name="feed"),
 ]

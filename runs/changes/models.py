@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.db import models
 
 from runs.changes import detect
+from runs.changes.querysets import CellChangeQuerySet, CellSeriesQuerySet
 
 
 class CellSeries(models.Model):
@@ -34,6 +35,8 @@ class CellSeries(models.Model):
         "runs.Run", on_delete=models.PROTECT, related_name="+", db_index=False
     )
     detected_at = models.DateTimeField(auto_now=True)
+
+    objects = CellSeriesQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -86,6 +89,8 @@ class CellChange(models.Model):
     grouped = models.BooleanField(default=False)
     detected_at = models.DateTimeField(auto_now=True)
 
+    objects = CellChangeQuerySet.as_manager()
+
     class Meta:
         ordering = ["publication__sequence", "publication_id", "id"]
         constraints = [
@@ -111,3 +116,12 @@ class CellChange(models.Model):
     @property
     def shift(self) -> float:
         return (self.after - self.before) / self.before if self.before else 0.0
+
+    @property
+    def shift_text(self) -> str:
+        """"+41 %": the move from the baseline, as pages print it."""
+        return f"{self.shift * 100:+.0f} %"
+
+    @property
+    def threshold_text(self) -> str:
+        return f"{self.threshold * 100:.0f} %"

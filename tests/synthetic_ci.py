@@ -39,3 +39,20 @@ def write_history(root: Path, cells: dict[tuple[str, str], list[float]], first: 
                 out.writerow([kernel, provider, "forward", "speed", "ms", "T", "T", 1024,
                               v, v, v, config, "NVIDIA H100 80GB HBM3", stamp, "0.6.0"])  # fmt: skip
     (root / "commits.txt").write_text("".join(f"{commit(i)}\n" for i in range(n)))
+
+
+BASE = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]
+
+
+def suite_cells() -> dict[tuple[str, str], list[float]]:
+    """Twelve cells of four kernels whose host got 60 % slower at CI run 8 and stayed, one
+    kernel of its own that regressed at run 9, one outlier at run 9, one noisy cell. Unknown
+    kernels take the global latency tolerance (35 %) as the rule's floor, so moves are large."""
+    cells = {}
+    for k in range(4):
+        for p in ("liger", "torch", "huggingface"):
+            cells[f"suite_{k}", p] = BASE + [1.6, 1.6, 1.61, 1.59]
+    cells["own_kernel", "liger"] = BASE + [1.0, 2.0, 2.0, 2.01]
+    cells["own_kernel", "torch"] = BASE + [1.0, 3.0, 1.0, 1.0]
+    cells["noisy_kernel", "liger"] = [1.0, 1.9, 0.6, 1.7, 0.5, 1.8, 0.7, 1.6, 1.0, 1.9, 0.6, 1.7]
+    return cells

@@ -10,7 +10,7 @@ from runs.changes.models import CellChange, CellSeries
 from runs.changes.services import changes_detect
 from runs.models import Source
 from runs.services import ingest
-from tests.synthetic_ci import commit, write_history
+from tests.synthetic_ci import BASE, commit, suite_cells, write_history
 
 FLAT = [1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01]
 
@@ -65,23 +65,9 @@ def test_grouping_needs_many_cells_of_several_kernels():
     assert not detect.grouped(["a", "b", "c"] * 3)  # nine cells
 
 
-# Ingested histories. Unknown kernels take the global latency tolerance (35 %) as the floor,
-# so the synthetic moves are large.
-BASE = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]
-
-
 @pytest.fixture
 def history(tmp_path):
-    """Twelve cells of four kernels whose host got 60 % slower at CI run 8 (and stayed), one
-    kernel of its own that regressed at run 9, one outlier at run 9, one noisy cell."""
-    cells = {}
-    for k in range(4):
-        for p in ("liger", "torch", "huggingface"):
-            cells[f"suite_{k}", p] = BASE + [1.6, 1.6, 1.61, 1.59]
-    cells["own_kernel", "liger"] = BASE + [1.0, 2.0, 2.0, 2.01]
-    cells["own_kernel", "torch"] = BASE + [1.0, 3.0, 1.0, 1.0]
-    cells["noisy_kernel", "liger"] = [1.0, 1.9, 0.6, 1.7, 0.5, 1.8, 0.7, 1.6, 1.0, 1.9, 0.6, 1.7]
-    write_history(tmp_path, cells)
+    write_history(tmp_path, suite_cells())
     ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
     return tmp_path
 

@@ -106,8 +106,11 @@ class CellChange(models.Model):
             models.Index(fields=["publication", "kind", "direction"], name="cellchange_pub_kind"),
             # Benchmark page and API `benchmark`.
             models.Index(fields=["benchmark", "kind"], name="cellchange_bench_kind"),
-            # API `kind` / `direction` alone (the feed of every step).
+            # API `kind`, `direction` and `grouped` when no source, benchmark or publication
+            # narrows them first.
             models.Index(fields=["kind", "direction"], name="cellchange_kind_dir"),
+            models.Index(fields=["direction", "grouped"], name="cellchange_dir_grouped"),
+            models.Index(fields=["grouped", "kind"], name="cellchange_grouped_kind"),
         ]
 
     def __str__(self) -> str:
@@ -119,7 +122,7 @@ class CellChange(models.Model):
 
     @property
     def shift_text(self) -> str:
-        """"+41 %": the move from the baseline, as pages print it."""
+        """The move from the baseline as pages print it, like +41 %."""
         return f"{self.shift * 100:+.0f} %"
 
     @property

@@ -71,7 +71,8 @@ def _judged(run: Run, points: list[dict]) -> dict:
         .filter(publication_id__in=at)
         .select_related("publication", "previous")
     )
-    sizes = CellChange.objects.group_sizes({c.publication_id for c in changes if c.grouped})
+    # Over every publication shown, grouped change or not: the same query count for any cell.
+    sizes = CellChange.objects.group_sizes(list(at))
     for c in changes:
         c.together = sizes.get((c.publication_id, c.kind, c.direction))
     series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()

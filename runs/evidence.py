@@ -46,6 +46,7 @@ from django.db import transaction
 
 from kirunner import diagnose
 from runs.models import Evidence, EvidenceEvent, Run
+from runs.signals import evidence_moved
 
 # The last-resort tolerance per metric, when neither the run's cell nor its class has enough
 # upstream observations: the p95 of how far a cell moves between Liger's own CI runs, over
@@ -329,6 +330,11 @@ def evidence_apply(
             controlled_run=controlled_run,
             facts=outcome.facts,
         )
+        if new_level != event.from_level:
+            # Watchers hear of a moved level once it is committed (runs.signals).
+            transaction.on_commit(
+                lambda: evidence_moved.send(sender=EvidenceEvent, event_id=event.pk)
+            )
     run.evidence = new_level
     return event
 

@@ -7,7 +7,7 @@ ingest or sync, never per run, with ids rather than model instances:
 - `publications_ingested(source_id, publication_ids, step_ids, trigger)`: files of a source
   created or revised runs in these publications; the change rule then found these new steps
   (CellChange ids, regressions and improvements that were not steps before).
-- `evidence_moved(event_id)`: a controlled rerun's verdict was recorded for a run.
+- `evidence_moved(event_id)`: a controlled rerun's verdict moved a run's evidence level.
 """
 
 from __future__ import annotations

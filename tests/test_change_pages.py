@@ -71,7 +71,8 @@ def test_an_outlier_and_a_noisy_cell_are_not_called_regressions(client, history)
     text = text_of(client.get(f"/runs/{_run('own_kernel', 'torch', 9).public_id}/"))
     assert "came back at the next: an outlier, not a regression" in text
     noisy = text_of(client.get(f"/runs/{_run('noisy_kernel', 'liger', 11).public_id}/"))
-    assert "Too noisy to judge" in noisy and "regression" not in noisy.split("History")[-1]
+    history = noisy.split("History of this cell")[1].split("Protocol")[0]
+    assert "Too noisy to judge" in history and "regression" not in history
 
 
 def test_one_publication_says_so_per_source(client, settings):

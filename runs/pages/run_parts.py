@@ -7,6 +7,7 @@ page costs the same whether its cell has 3 publications or 3,000.
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from django.db.models import Count, Q
 
@@ -32,7 +33,7 @@ def history(run: Run) -> dict:
 def _history(run: Run) -> dict:
     cell = Run.objects.history_of(run)
     fields = ("pk", "public_id", "median", "observed_at", "publication__slug", "publication_id",
-              "source_id")  # fmt: skip
+              "source_id", "source__name", "source__slug")  # fmt: skip
     earlier = Q(observed_at__lt=run.observed_at) | Q(
         observed_at=run.observed_at, publication__sequence__lt=run.publication.sequence
     )
@@ -43,11 +44,16 @@ def _history(run: Run) -> dict:
     after = list(cell.exclude(earlier).values(*fields)[:HISTORY_SHOWN])
     n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
     points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
-    # Publications per source, so the heading and the counts name what the points are.
-    sources = list(
-        cell.order_by("source__name").values_list("source__name", "source__slug")
-        .annotate(n=Count("id"))
-    )  # fmt: skip
+    # Publications per source, so the heading and the counts name what the points are: from
+    # the points themselves unless the window is full and there may be more.
+    if len(points) < HISTORY_SHOWN:
+        sources = sorted(Counter((p["source__name"], p["source__slug"]) for p in points).items())
+        sources = [(name, slug, n) for (name, slug), n in sources]
+    else:
+        sources = list(
+            cell.order_by("source__name").values_list("source__name", "source__slug")
+            .annotate(n=Count("id"))
+        )  # fmt: skip
     total = sum(n for _, _, n in sources)
     part = {"points": points, "total": total, "sources": sources, "svg": "", "changes": [],
             "heading": "History of this cell"}  # fmt: skip

@@ -170,3 +170,16 @@ def test_every_change_filter_has_an_index():
     leading = {c["columns"][0] for c in constraints.values() if c["index"] or c["unique"]}
     filters = {"source_id", "benchmark_id", "publication_id", "kind", "direction", "grouped"}
     assert filters <= leading
+
+
+def test_the_api_and_the_benchmark_include_cost_the_same_with_more_changes(
+    client, history, tmp_path
+):
+    api = queries(client, "/api/v1/changes/?kind=step")
+    bench = queries(client, "/benchmarks/suite_0/")
+    more = {(f"suite_{k}", f"extra{p}"): [1.0] * 8 + [2.0] * 4 for k in range(4) for p in range(3)}
+    write_history(tmp_path / "more", {**suite_cells(), **more})
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path / "more")])
+    assert CellChange.objects.filter(provider_key__startswith="extra").count() == 12
+    assert queries(client, "/api/v1/changes/?kind=step") == api
+    assert queries(client, "/benchmarks/suite_0/") == bench

@@ -92,7 +92,7 @@ class CellChange(models.Model):
     objects = CellChangeQuerySet.as_manager()
 
     class Meta:
-        ordering = ["publication__sequence", "publication_id", "id"]
+        ordering = ["id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["source", "cell_key", "provider_key", "publication"],

@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
                 ('source', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runs.source')),
             ],
             options={
-                'ordering': ['publication__sequence', 'publication_id', 'id'],
+                'ordering': ['id'],
                 'indexes': [models.Index(fields=['source', 'publication', 'kind'], name='cellchange_source_pub'), models.Index(fields=['publication', 'kind', 'direction'], name='cellchange_pub_kind'), models.Index(fields=['benchmark', 'kind'], name='cellchange_bench_kind'), models.Index(fields=['kind', 'direction'], name='cellchange_kind_dir'), models.Index(fields=['direction', 'grouped'], name='cellchange_dir_grouped'), models.Index(fields=['grouped', 'kind'], name='cellchange_grouped_kind')],
                 'constraints': [models.UniqueConstraint(fields=('source', 'cell_key', 'provider_key', 'publication'), name='cellchange_unique_point')],
             },

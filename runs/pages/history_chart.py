@@ -57,17 +57,7 @@ def history_chart(
     extra = [*(band or ()), *([rerun.value / y_scale] if rerun else [])]
     # Linear from zero whatever the spread (y_axis goes linear once 0 is among the values).
     ticks, _ = y_axis([0.0, *values, *extra])
-    left, right, top, bottom = 62, 10, 10, 84
-    plot_w, plot_h = width - left - right, height - top - bottom
-    step = plot_w / len(points)
-    lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
-
-    def px(i: int) -> float:
-        return left + step * (i + 0.5)
-
-    def py(v: float) -> float:
-        return top + plot_h - (v - lo) / (hi - lo) * plot_h
-
+    frame = _Frame(width, height, len(points), ticks)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart history-chart" role="img" '
         f'viewBox="0 0 {width} {height + 22}" aria-labelledby="{chart_id}-t {chart_id}-d">',
@@ -75,55 +65,88 @@ def history_chart(
         f'<desc id="{chart_id}-d">'
         f"{escape(_desc(points, values, y_unit, y_label, ticks, band, marks, rerun, y_scale))}"
         "</desc>",
-        f'<rect class="plot-area" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
-        f'fill="none" stroke="#bbb"/>',
+        *_axes(frame, band, [label for label, _ in points], f"{y_label} ({y_unit})"),
+        *_marks(marks, frame.px, frame.top, frame.plot_h),
+        *_series(frame, values, current),
     ]
-    if band:
-        y1, y2 = py(min(band[1], hi)), py(max(band[0], lo))
-        out.append(
-            f'<rect class="tolerance-band" x="{left}" y="{y1:.1f}" width="{plot_w}" '
-            f'height="{y2 - y1:.1f}" fill="{BAND_COLOUR}"/>'
-        )
-    for t in ticks:
-        out.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
-            f'stroke="#ddd"/><text class="tick" x="{left - 5}" y="{py(t) + 4:.1f}" '
-            f'text-anchor="end">{t:.4g}</text>'
-        )
-    out.append(
-        f'<text class="axis-label" transform="translate(13 {top + plot_h / 2:.1f}) rotate(-90)" '
-        f'text-anchor="middle">{escape(y_label)} ({escape(y_unit)})</text>'
-    )
-    for i, (label, _) in enumerate(points):
-        x, y = px(i), top + plot_h + 8
-        out.append(
-            f'<text class="tick commit" transform="translate({x + 3:.1f} {y}) rotate(-60)" '
-            f'text-anchor="end">{escape(label[:14])}</text>'
-        )
-    out.extend(_marks(marks, px, top, plot_h))
-    path = " ".join(
-        f"{'M' if i == 0 else 'L'}{px(i):.1f} {py(v):.1f}" for i, v in enumerate(values)
-    )
-    out.append(
-        f'<g class="series"><path d="{path}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5"/>'
-    )
-    for i, v in enumerate(values):
-        big = i == current
-        out.append(
-            f'<circle class="point" cx="{px(i):.1f}" cy="{py(v):.1f}" r="{4 if big else 2.5}" '
-            f'fill="{PALETTE[1] if big else PALETTE[0]}"/>'
-        )
-    out.append("</g>")
     if rerun and current is not None:
-        x, y = px(current), py(rerun.value / y_scale)
+        x, y = frame.px(current), frame.py(rerun.value / y_scale)
         out.append(
             f'<path class="point rerun" d="M{x:.1f} {y - 6:.1f}L{x + 6:.1f} {y:.1f}L{x:.1f} '
             f'{y + 6:.1f}L{x - 6:.1f} {y:.1f}Z" fill="none" stroke="{RERUN_COLOUR}" '
             f'stroke-width="2"/>'
         )
-    out.append(_legend(height, left, band is not None, rerun))
+    out.append(_legend(height, frame.left, band is not None, rerun))
     out.append("</svg>")
     return "".join(out)
+
+
+class _Frame:
+    """The plot area: one slot per publication along x, the ticks' range along y."""
+
+    left, right, top, bottom = 62, 10, 10, 84
+
+    def __init__(self, width: int, height: int, n: int, ticks: list[float]):
+        self.plot_w = width - self.left - self.right
+        self.plot_h = height - self.top - self.bottom
+        self.step = self.plot_w / n
+        self.ticks = ticks
+        self.lo = ticks[0]
+        self.hi = ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
+
+    def px(self, i: int) -> float:
+        return self.left + self.step * (i + 0.5)
+
+    def py(self, v: float) -> float:
+        return self.top + self.plot_h - (v - self.lo) / (self.hi - self.lo) * self.plot_h
+
+
+def _axes(f: _Frame, band, labels: list[str], y_title: str) -> list[str]:
+    out = [
+        f'<rect class="plot-area" x="{f.left}" y="{f.top}" width="{f.plot_w}" '
+        f'height="{f.plot_h}" fill="none" stroke="#bbb"/>'
+    ]
+    if band:
+        y1, y2 = f.py(min(band[1], f.hi)), f.py(max(band[0], f.lo))
+        out.append(
+            f'<rect class="tolerance-band" x="{f.left}" y="{y1:.1f}" width="{f.plot_w}" '
+            f'height="{y2 - y1:.1f}" fill="{BAND_COLOUR}"/>'
+        )
+    for t in f.ticks:
+        y = f.py(t)
+        out.append(
+            f'<line x1="{f.left}" x2="{f.left + f.plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
+            f'stroke="#ddd"/><text class="tick" x="{f.left - 5}" y="{y + 4:.1f}" '
+            f'text-anchor="end">{t:.4g}</text>'
+        )
+    out.append(
+        f'<text class="axis-label" transform="translate(13 {f.top + f.plot_h / 2:.1f}) '
+        f'rotate(-90)" text-anchor="middle">{escape(y_title)}</text>'
+    )
+    # The publication (commit) of every point, under it.
+    for i, label in enumerate(labels):
+        out.append(
+            f'<text class="tick commit" transform="translate({f.px(i) + 3:.1f} '
+            f'{f.top + f.plot_h + 8}) rotate(-60)" text-anchor="end">{escape(label[:14])}</text>'
+        )
+    return out
+
+
+def _series(f: _Frame, values: list[float], current: int | None) -> list[str]:
+    path = " ".join(
+        f"{'M' if i == 0 else 'L'}{f.px(i):.1f} {f.py(v):.1f}" for i, v in enumerate(values)
+    )
+    out = [
+        f'<g class="series"><path d="{path}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5"/>'
+    ]
+    for i, v in enumerate(values):
+        big = i == current
+        out.append(
+            f'<circle class="point" cx="{f.px(i):.1f}" cy="{f.py(v):.1f}" '
+            f'r="{4 if big else 2.5}" fill="{PALETTE[1] if big else PALETTE[0]}"/>'
+        )
+    out.append("</g>")
+    return out
 
 
 def _marks(marks, px, top: float, plot_h: float) -> list[str]:

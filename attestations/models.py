@@ -275,3 +275,7 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+# Watching lives in its own package (attestations/watching/).
+from attestations.watching.models import Notice, Watch  # noqa: E402, F401

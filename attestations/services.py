@@ -24,7 +24,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from attestations import measured
+from attestations import measured, tasks
 from attestations.models import (
     ApiToken,
     Attestation,
@@ -37,6 +37,7 @@ from attestations.models import (
     State,
 )
 from attestations.units import MAX_STORED_VALUE
+from attestations.watching.receivers import dispatch
 from kernelindex.origin import site_root
 from runs.models import Gpu, Run
 
@@ -273,6 +274,7 @@ def attestation_moderate(
         raise ValidationError("A reason is at most 500 characters.")
     now = timezone.now()
     changed = 0
+    approved: list[int] = []
     pks = [a.pk for a in attestations]
     with transaction.atomic():
         for item in Attestation.objects.select_for_update().filter(pk__in=pks).order_by("pk"):
@@ -298,7 +300,16 @@ def attestation_moderate(
                 ]
             )  # fmt: skip
             changed += 1
+            if state == State.APPROVED:
+                approved.append(item.pk)
+    if approved:
+        # Watchers hear of new approved items once the approval is committed.
+        transaction.on_commit(lambda: _announce_approved(approved))
     return changed
+
+
+def _announce_approved(pks: list[int]) -> None:
+    dispatch(tasks.notices_attestations, attestation_ids=pks)
 
 
 def report_create(*, run: Run, reporter, category: str, text: str) -> Report:

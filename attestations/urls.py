@@ -1,6 +1,7 @@
 from django.urls import path
 
 from attestations import api, views
+from attestations.watching import views as watching
 
 app_name = "attestations"
 
@@ -14,6 +15,10 @@ urlpatterns = [
     path("me/tokens/", views.tokens, name="tokens"),
     path("me/tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("users/<str:username>/", views.user_profile, name="profile"),
+    path("me/watching/", watching.watching, name="watching"),
+    path("me/watching/new/", watching.watch_new, name="watch_new"),
+    path("me/watching/<int:pk>/stop/", watching.watch_stop, name="watch_stop"),
+    path("watching/unsubscribe/<str:token>/", watching.unsubscribe, name="unsubscribe"),
 ]
 
 # Mounted under /api/v1/ by kernelindex/urls.py.

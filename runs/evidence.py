@@ -46,6 +46,7 @@ from django.db import transaction
 
 from kirunner import diagnose
 from runs.models import Evidence, EvidenceEvent, Run
+from runs.signals import evidence_moved
 
 # The last-resort tolerance per metric, when neither the run's cell nor its class has enough
 # upstream observations: the p95 of how far a cell moves between Liger's own CI runs, over
@@ -95,14 +96,28 @@ def _table() -> dict:
 
 def tolerance_for(run: Run) -> Tolerance:
     """The run's cell's own tolerance, else its class's, else the metric's (module docstring)."""
-    metric = run.metric
-    if run.source.slug in TABLE_SOURCES:
+    return cell_tolerance(
+        source_slug=run.source.slug,
+        cell=(
+            run.benchmark.slug,
+            run.timed_pass,
+            run.metric,
+            run.implementation.provider_key,
+            run.workload.slug,
+            run.environment.gpu.upstream_name,
+        ),
+    )
+
+
+def cell_tolerance(*, source_slug: str, cell: tuple[str, ...]) -> Tolerance:
+    """tolerance_for by the cell's names (benchmark, pass, metric, provider, workload slug,
+    GPU), for readers that hold names rather than a run (runs.changes)."""
+    bench, timed_pass, metric, provider, workload_slug, gpu = cell
+    if source_slug in TABLE_SOURCES:
         table = _table()
-        gpu = run.environment.gpu.upstream_name
-        bench, provider = run.benchmark.slug, run.implementation.provider_key
-        cell = "|".join((bench, run.timed_pass, metric, provider, run.workload.slug, gpu))
-        if cell in table["cells"]:
-            value, n = table["cells"][cell]
+        key = "|".join((bench, timed_pass, metric, provider, workload_slug, gpu))
+        if key in table["cells"]:
+            value, n = table["cells"][key]
             return Tolerance(value, "cell", f"this cell's own spread across {n} upstream CI runs")
         klass = "|".join((bench, provider, gpu, metric))
         if klass in table["classes"]:
@@ -315,6 +330,11 @@ def evidence_apply(
             controlled_run=controlled_run,
             facts=outcome.facts,
         )
+        if new_level != event.from_level:
+            # Watchers hear of a moved level once it is committed (runs.signals).
+            transaction.on_commit(
+                lambda: evidence_moved.send(sender=EvidenceEvent, event_id=event.pk)
+            )
     run.evidence = new_level
     return event
 

@@ -496,3 +496,7 @@ class EvidenceEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("EvidenceEvent is append-only")
+
+
+# Changes across a source's publications live in their own module (runs/changes/).
+from runs.changes.models import CellChange, CellSeries  # noqa: E402, F401

@@ -6,6 +6,7 @@ their records into documents, runs, groups, ranks and ledger entries.
 
 from __future__ import annotations
 
+from runs.changes.services import changes_detect_after_ingest
 from runs.sources import SOURCES, source_module
 from runs.sources.base import InputFile
 from runs.sources.documents import Resolver, gpu_ensure, implementation_ensure, workload_ensure
@@ -31,7 +32,11 @@ def ingest(
     source = source_ensure(module.SLUG, module.META)
     # One resolver for all files: the 35 CI runs share most of their documents.
     resolver = Resolver()
-    return [
+    reports = [
         ingest_file(source=source, module=module, item=item, progress=progress, resolver=resolver)
         for item in module.inputs(locations)
     ]
+    # Once for all files, over the cells they touched: per file would re-read a cell's growing
+    # history 35 times when a source's CI runs come in at once.
+    changes_detect_after_ingest(source=source, reports=reports)
+    return reports

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from runs.pages import views
+from runs.pages import changes_views, views
+from runs.pages.change_feeds import BenchmarkChangesFeed, CellChangesFeed, SourceChangesFeed
 from runs.pages.feeds import LatestRunsFeed
 
 app_name = "runs"
@@ -19,6 +20,18 @@ urlpatterns = [
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),
     path("sources/<slug:slug>/ledger/", views.source_ledger, name="source-ledger"),
+    path("sources/<slug:slug>/changes/", changes_views.source_changes, name="source-changes"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
     path("feeds/runs.atom", LatestRunsFeed(), name="feed"),
+    path(
+        "feeds/sources/<slug:slug>/changes.atom",
+        SourceChangesFeed(),
+        name="feed-source-changes",
+    ),
+    path(
+        "feeds/benchmarks/<upstream:slug>/changes.atom",
+        BenchmarkChangesFeed(),
+        name="feed-benchmark-changes",
+    ),
+    path("feeds/runs/<str:public_id>/changes.atom", CellChangesFeed(), name="feed-cell-changes"),
 ]

@@ -40,7 +40,7 @@ def test_the_apps_register_their_run_page_panels_and_admin_action():
         "measured",
         "reproduce",
     ]
-    assert [p.name for p in run_extensions.panels("sections")] == ["replications"]
+    assert [p.name for p in run_extensions.panels("sections")] == ["replications", "watching"]
     run_admin = admin.site._registry[Run]
     assert order_controlled_rerun in run_admin.actions
 

@@ -160,9 +160,10 @@ def test_cell_history_across_publications_is_plotted(client):
         for i in range(1, 4)
     ]
     html = client.get(f"/runs/{runs[1].public_id}/").content.decode()
-    svg = re.search(r'<svg[^>]*class="chart sparkline".*?</svg>', html, re.S).group(0)
-    assert "<title" in svg and "3 measurements, oldest first, from 110 to 130 µs" in svg
-    assert svg.count("<circle") == 3
+    svg = re.search(r'<svg[^>]*class="chart history-chart".*?</svg>', html, re.S).group(0)
+    assert "<title" in svg and "in 3 publications, oldest first; axis from 0 to" in svg
+    assert "values from 110 to 130" in svg and "Latency median (µs)" in svg
+    assert svg.count('<circle class="point"') == 3
     assert "commit2: 120.0 µs (this run)" in text_of(client.get(f"/runs/{runs[1].public_id}/"))
 
 
@@ -274,7 +275,7 @@ def test_a_long_history_is_bounded_on_the_run_page_and_paged_on_its_own(client):
     assert len(shown) == 24 and shown == sorted(shown)
     assert "commit060: 160.0 µs (this run)" in text
     assert shown[0] == "048" and shown[-1] == "071"  # 12 before it, 11 after it
-    assert "24 of its 130 publications" in text and "All 130 points" in text
+    assert "24 of its 130 publications" in text and "All 130 publications of this cell" in text
     # The newest run fills its window from further back.
     newest = shown_on(runs[-1])
     assert newest[0] == "106" and newest[-1] == "129"

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from runs.api import views
+from runs.api import changes, views
 
 app_name = "api"
 
@@ -20,6 +20,7 @@ urlpatterns = [
     path("groups/<str:key>/", views.GroupDetail.as_view(), name="group"),
     path("sources/", views.SourceList.as_view(), name="sources"),
     path("sources/<slug:slug>/", views.SourceDetail.as_view(), name="source"),
+    path("changes/", changes.ChangeList.as_view(), name="changes"),
     path("environments/", views.EnvironmentList.as_view(), name="environments"),
     path("environments/<str:digest>/", views.EnvironmentDetail.as_view(), name="environment"),
 ]

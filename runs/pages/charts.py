@@ -261,51 +261,6 @@ def bar_chart(
     return "".join(out)
 
 
-def sparkline(
-    *,
-    chart_id: str,
-    title: str,
-    points: list[tuple[str, float]],
-    y_scale: float,
-    y_unit: str,
-    current: int | None = None,
-    width: int = 320,
-    height: int = 64,
-) -> str:
-    """A small history plot: one point per publication, oldest left; `current` is highlighted."""
-    if len(points) < 2:
-        return ""
-    pad = 6
-    values = [v / y_scale for _, v in points]
-    lo, hi = min(values), max(values)
-    span = (hi - lo) or 1
-    step = (width - 2 * pad) / (len(points) - 1)
-
-    def xy(i: int, v: float) -> tuple[float, float]:
-        return pad + i * step, height - pad - (v - lo) / span * (height - 2 * pad)
-
-    coords = [xy(i, v) for i, v in enumerate(values)]
-    path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f} {y:.1f}" for i, (x, y) in enumerate(coords))
-    desc = (
-        f"{len(points)} measurements, oldest first, from {lo:.4g} to {hi:.4g} {y_unit}: "
-        + ", ".join(f"{label} {v:.4g}" for (label, _), v in zip(points, values, strict=True))
-    )
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart sparkline" role="img" '
-        f'viewBox="0 0 {width} {height}" aria-labelledby="{chart_id}-t {chart_id}-d">',
-        f'<title id="{chart_id}-t">{escape(title)}</title>',
-        f'<desc id="{chart_id}-d">{escape(desc)}.</desc>',
-        f'<g class="series"><path d="{path}" fill="none" stroke="{PALETTE[0]}" '
-        f'stroke-width="1.5"/>',
-    ]
-    for i, (x, y) in enumerate(coords):
-        colour = PALETTE[1] if i == current else PALETTE[0]
-        r = 3.5 if i == current else 2
-        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{colour}"/>')
-    out.append("</g></svg>")
-    return "".join(out)
-
-
 def unit_scale(unit: str, values: list[float]) -> tuple[float, str]:
     """One display unit for a whole chart, picked from its largest value."""
     top = max(values) if values else 0

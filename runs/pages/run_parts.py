@@ -7,12 +7,15 @@ page costs the same whether its cell has 3 publications or 3,000.
 from __future__ import annotations
 
 import json
+from collections import Counter
 
-from django.db.models import Q
+from django.db.models import Count, Q
 
+from runs.changes.models import CellChange, CellSeries
+from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
-from runs.models import Run
-from runs.pages import charts
+from runs.models import EvidenceEvent, Run
+from runs.pages import charts, history_chart
 from runs.read.freshness import cached_per_data_change
 
 # Points of the cell's history shown on the run page: the run and its neighbours, up to this
@@ -21,14 +24,16 @@ HISTORY_SHOWN = 24
 
 
 def history(run: Run) -> dict:
-    """{"points": [...], "total": n, "svg": "..."}: up to HISTORY_SHOWN points of the cell's
-    history around this run, oldest first, how many there are in all, and their chart."""
+    """Up to HISTORY_SHOWN points of the cell's history around this run, oldest first, how
+    many there are in all and from which sources, their chart, and the changes detected
+    among them (runs/changes/)."""
     return cached_per_data_change(f"run-history:{run.pk}", lambda: _history(run))
 
 
 def _history(run: Run) -> dict:
     cell = Run.objects.history_of(run)
-    fields = ("pk", "public_id", "median", "observed_at", "publication__slug")
+    fields = ("pk", "public_id", "median", "observed_at", "publication__slug", "publication_id",
+              "source_id", "source__name", "source__slug")  # fmt: skip
     earlier = Q(observed_at__lt=run.observed_at) | Q(
         observed_at=run.observed_at, publication__sequence__lt=run.publication.sequence
     )
@@ -39,20 +44,77 @@ def _history(run: Run) -> dict:
     after = list(cell.exclude(earlier).values(*fields)[:HISTORY_SHOWN])
     n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
     points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
-    total = cell.count() if len(points) == HISTORY_SHOWN else len(points)
-    svg = ""
-    if len(points) > 1:
-        factor, unit_name = charts.unit_scale(run.unit, [p["median"] for p in points])
-        shown = f"{len(points)} of {total}" if total > len(points) else f"{total}"
-        svg = charts.sparkline(
-            chart_id="history",
-            title=f"Median of this cell in {shown} upstream runs, oldest first",
-            points=[(p["publication__slug"], p["median"]) for p in points],
-            y_scale=factor,
-            y_unit=unit_name,
-            current=next((i for i, p in enumerate(points) if p["pk"] == run.pk), None),
+    # Publications per source, so the heading and the counts name what the points are: from
+    # the points themselves unless the window is full and there may be more.
+    if len(points) < HISTORY_SHOWN:
+        sources = sorted(Counter((p["source__name"], p["source__slug"]) for p in points).items())
+        sources = [(name, slug, n) for (name, slug), n in sources]
+    else:
+        sources = list(
+            cell.order_by("source__name").values_list("source__name", "source__slug")
+            .annotate(n=Count("id"))
+        )  # fmt: skip
+    total = sum(n for _, _, n in sources)
+    part = {"points": points, "total": total, "sources": sources, "svg": "", "changes": [],
+            "heading": "History of this cell"}  # fmt: skip
+    if total > 1:
+        part["heading"] += f" across {total} publications of " + ", ".join(
+            f"{name} ({n})" if len(sources) > 1 else name for name, _, n in sources
         )
-    return {"points": points, "total": total, "svg": svg}
+    if len(points) > 1:
+        part.update(_judged(run, points))
+    return part
+
+
+def _judged(run: Run, points: list[dict]) -> dict:
+    """The cell's detected changes among the points shown, its status under the rule, and
+    the chart that draws them with the tolerance band and a controlled rerun's median."""
+    key = {"source_ids": {p["source_id"] for p in points}, "cell_key": run.group.cell_key,
+           "provider_key": run.implementation.provider_key}  # fmt: skip
+    at = {p["publication_id"]: i for i, p in enumerate(points)}
+    changes = list(
+        CellChange.objects.of_cell(**key)
+        .filter(publication_id__in=at)
+        .select_related("publication", "previous")
+    )
+    # Over every publication shown, grouped change or not: the same query count for any cell.
+    sizes = CellChange.objects.group_sizes(list(at))
+    for c in changes:
+        c.together = sizes.get((c.publication_id, c.kind, c.direction))
+    series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()
+    tolerance = tolerance_for(run)
+    rerun = _rerun(run)
+    factor, unit_name = charts.unit_scale(run.unit, [p["median"] for p in points])
+    svg = history_chart.history_chart(
+        chart_id="history",
+        title=f"{run.get_metric_display()} median of this cell in {len(points)} publications, "
+        "oldest first",
+        points=[(p["publication__slug"], p["median"]) for p in points],
+        current=next((i for i, p in enumerate(points) if p["pk"] == run.pk), None),
+        y_scale=factor,
+        y_unit=unit_name,
+        y_label=f"{run.get_metric_display()} median",
+        tolerance=tolerance.value,
+        marks=[
+            history_chart.Mark(at[c.publication_id], c.kind, c.direction, c.shift) for c in changes
+        ],
+        rerun=rerun,
+    )
+    return {"svg": svg, "changes": changes, "status": series, "tolerance": tolerance,
+            "rerun": rerun}  # fmt: skip
+
+
+def _rerun(run: Run) -> history_chart.Rerun | None:
+    """The newest controlled rerun's median of this run, for the chart (another mark)."""
+    row = (
+        EvidenceEvent.objects.filter(run__public_id=run.public_id, controlled_run__isnull=False)
+        .order_by("-created_at", "-id")
+        .values_list("controlled_run__median", "controlled_run__environment__gpu__upstream_name")
+        .first()
+    )
+    if row is None:
+        return None
+    return history_chart.Rerun(float(row[0]), f"controlled rerun on {row[1]}")
 
 
 def manifest_json(run: Run) -> str:

@@ -64,7 +64,9 @@ def _bump() -> None:
 PUBLIC_DATA_APPS = frozenset({"runs", "attestations", "reruns"})
 # Tables no public page reads that change on every request (a token's last use): bumping the
 # version for them would only empty the cache.
-PRIVATE_MODELS = frozenset({"attestations.apitoken", "runs.dataversion"})
+PRIVATE_MODELS = frozenset(
+    {"attestations.apitoken", "attestations.watch", "attestations.notice", "runs.dataversion"}
+)
 TRIGGER = "kernelindex_data_changed"
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.cache import cache
 
+from runs.changes.services import changes_detect_after_ingest
 from runs.sources import fetch, source_module
 from runs.sources.base import IngestError, InputFile
 from runs.sources.ledger import ledger_append
@@ -53,17 +54,25 @@ def source_sync(*, slug: str) -> SyncOutcome:
     try:
         source = source_ensure(module.SLUG, module.META)
         resolver = Resolver()
+        reports: list = []
         for location in locations:
             outcome.outcomes.append(
-                _sync_one(source, module, location, float(config.get("timeout", 60)), resolver)
+                _sync_one(
+                    source, module, location, float(config.get("timeout", 60)), resolver, reports
+                )
             )
+        # The cells the new publications touched, judged once for the whole sync; watchers
+        # hear of it in one batch (runs.signals).
+        changes_detect_after_ingest(source=source, reports=reports, trigger="sync")
     finally:
         if cache.get(_lock_key(slug)) == token:
             cache.delete(_lock_key(slug))
     return outcome
 
 
-def _sync_one(source, module, location: str, timeout: float, resolver: Resolver) -> str:
+def _sync_one(
+    source, module, location: str, timeout: float, resolver: Resolver, reports: list
+) -> str:
     item = InputFile(location, b"", "")
     try:
         with fetch.timeout(timeout):
@@ -73,6 +82,7 @@ def _sync_one(source, module, location: str, timeout: float, resolver: Resolver)
             report = ingest_file(
                 source=source, module=module, item=item, resolver=resolver, trigger="sync"
             )
+            reports.append(report)
             changed = "created" if report.created else "revised" if report.revised else ""
             outcomes.append(changed or "unchanged")
         return ",".join(outcomes)

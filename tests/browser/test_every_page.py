@@ -42,7 +42,7 @@ POINTS_OUTSIDE = """() => {
   const bad = [];
   for (const svg of document.querySelectorAll('svg.chart')) {
     const area = (svg.querySelector('.plot-area') || svg).getBoundingClientRect();
-    for (const p of svg.querySelectorAll('.point, .sparkline circle')) {
+    for (const p of svg.querySelectorAll('.point')) {
       const r = p.getBoundingClientRect();
       const x = r.left + r.width / 2, y = r.top + r.height / 2;
       if (x < area.left - 0.5 || x > area.right + 0.5 || y < area.top - 0.5 || y > area.bottom + 0.5)

@@ -107,5 +107,6 @@ def test_query_count_is_constant(client, run, owner, other):
     # version, the run; once per data change, the catalogue (6), which runs have rerun jobs or
     # attestations or answered reports (3) and the cell's history (its groups, its provider's
     # implementations, the runs around this one: 4); then this run's items, its approved
-    # measured reproductions (the table beside the controlled reruns) and answered reports.
+    # measured reproductions (the table beside the controlled reruns), answered reports, and
+    # what the reader watches of its cell, benchmark and source.
     assert counts[1] <= 20

@@ -1,0 +1,130 @@
+"""What the change rule (runs/changes/detect.py) found, stored per cell so pages read it with
+one query: one CellSeries per cell of a source (judged, noisy or too short) and one CellChange
+per point the rule flagged. Written only by runs.changes.services.changes_detect, which
+recomputes the cells a publication touched and replaces their rows (idempotent).
+
+A cell here is what RunQuerySet.history_of follows: a comparison cell (ComparisonGroup.cell_key)
+and a provider, inside one source.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from runs.changes import detect
+from runs.changes.querysets import CellChangeQuerySet, CellSeriesQuerySet
+
+
+class CellSeries(models.Model):
+    source = models.ForeignKey(
+        "runs.Source", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    cell_key = models.CharField(max_length=71)
+    provider_key = models.CharField(max_length=64)
+    benchmark = models.ForeignKey(
+        "runs.Benchmark", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    status = models.CharField(
+        max_length=8,
+        choices=[(detect.JUDGED, "judged"), (detect.NOISY, "too noisy to judge"),
+                 (detect.SHORT, "too few publications")],
+    )  # fmt: skip
+    points = models.PositiveIntegerField()
+    tolerance = models.FloatField(help_text="The cell's tolerance, the rule's floor")
+    latest_run = models.ForeignKey(
+        "runs.Run", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    detected_at = models.DateTimeField(auto_now=True)
+
+    objects = CellSeriesQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "cell_key", "provider_key"], name="cellseries_unique_cell"
+            )
+        ]
+        indexes = [
+            # Source page: its cells by status; benchmark page: a benchmark's noisy cells.
+            models.Index(fields=["source", "status"], name="cellseries_source_status"),
+            models.Index(fields=["benchmark", "status"], name="cellseries_bench_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cell_key[:15]}/{self.provider_key}: {self.status}"
+
+
+class CellChange(models.Model):
+    STEP, OUTLIER, PENDING = detect.STEP, detect.OUTLIER, detect.PENDING
+    REGRESSION, IMPROVEMENT = detect.REGRESSION, detect.IMPROVEMENT
+
+    source = models.ForeignKey(
+        "runs.Source", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    # The publication at which the median moved, and the cell's one before it.
+    publication = models.ForeignKey(
+        "runs.Publication", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    previous = models.ForeignKey(
+        "runs.Publication", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    cell_key = models.CharField(max_length=71)
+    provider_key = models.CharField(max_length=64)
+    benchmark = models.ForeignKey(
+        "runs.Benchmark", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    run = models.ForeignKey("runs.Run", on_delete=models.PROTECT, related_name="+", db_index=False)
+    kind = models.CharField(
+        max_length=8,
+        choices=[(STEP, "step"), (OUTLIER, "outlier, reverted at the next publication"),
+                 (PENDING, "pending the next publication")],
+    )  # fmt: skip
+    direction = models.CharField(
+        max_length=12, choices=[(REGRESSION, "regression"), (IMPROVEMENT, "improvement")]
+    )
+    before = models.FloatField(help_text="Baseline median, in the run's unit")
+    after = models.FloatField(help_text="Median at the publication, in the run's unit")
+    threshold = models.FloatField(help_text="Relative threshold the move exceeded")
+    # Moved the same way at the same publication as many cells of several kernels.
+    grouped = models.BooleanField(default=False)
+    detected_at = models.DateTimeField(auto_now=True)
+
+    objects = CellChangeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "cell_key", "provider_key", "publication"],
+                name="cellchange_unique_point",
+            )
+        ]
+        indexes = [
+            # Source changes page and API `source`: a source's changes by publication.
+            models.Index(fields=["source", "publication", "kind"], name="cellchange_source_pub"),
+            # API `publication`, grouping after detection.
+            models.Index(fields=["publication", "kind", "direction"], name="cellchange_pub_kind"),
+            # Benchmark page and API `benchmark`.
+            models.Index(fields=["benchmark", "kind"], name="cellchange_bench_kind"),
+            # API `kind`, `direction` and `grouped` when no source, benchmark or publication
+            # narrows them first.
+            models.Index(fields=["kind", "direction"], name="cellchange_kind_dir"),
+            models.Index(fields=["direction", "grouped"], name="cellchange_dir_grouped"),
+            models.Index(fields=["grouped", "kind"], name="cellchange_grouped_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.direction} of {self.cell_key[:15]}/{self.provider_key}"
+
+    @property
+    def shift(self) -> float:
+        return (self.after - self.before) / self.before if self.before else 0.0
+
+    @property
+    def shift_text(self) -> str:
+        """The move from the baseline as pages print it, like +41 %."""
+        return f"{self.shift * 100:+.0f} %"
+
+    @property
+    def threshold_text(self) -> str:
+        return f"{self.threshold * 100:.0f} %"

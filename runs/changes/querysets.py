@@ -1,0 +1,53 @@
+"""Reads of the detected changes, for the run page, the source's changes page, the benchmark
+page, the API and the feeds: each a filter on an index of CellChange.Meta."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Count, F, Q
+from django.db.models.functions import Abs
+
+
+class CellChangeQuerySet(models.QuerySet):
+    def of_cell(self, *, source_ids, cell_key: str, provider_key: str) -> CellChangeQuerySet:
+        """One cell's changes in these sources (the unique index's leading columns)."""
+        return self.filter(source_id__in=source_ids, cell_key=cell_key, provider_key=provider_key)
+
+    def reported(self) -> CellChangeQuerySet:
+        """Steps only: what pages list as regressions and improvements and notices send."""
+        return self.filter(kind="step")
+
+    def regressions_first(self) -> CellChangeQuerySet:
+        """Ungrouped regressions, then ungrouped improvements, then the grouped, each by the
+        size of the move."""
+        return self.annotate(
+            _order=models.Case(
+                models.When(Q(grouped=False, direction="regression"), then=0),
+                models.When(Q(grouped=False), then=1),
+                models.When(Q(direction="regression"), then=2),
+                default=3,
+            ),
+            _size=Abs((F("after") - F("before")) / F("before")),
+        ).order_by("_order", "-_size", "id")
+
+    def with_related(self) -> CellChangeQuerySet:
+        return self.select_related(
+            "publication", "previous", "benchmark", "source",
+            "run__implementation", "run__workload", "run__environment__gpu",
+        )  # fmt: skip
+
+    def group_sizes(self, publication_ids) -> dict[tuple, tuple[int, int]]:
+        """{(publication id, kind, direction): (cells, kernels)} of the grouped changes at these
+        publications: "37 cells of 9 kernels moved together"."""
+        rows = (
+            self.filter(publication_id__in=publication_ids, grouped=True)
+            .values_list("publication_id", "kind", "direction")
+            .annotate(cells=Count("id"), kernels=Count("benchmark_id", distinct=True))
+            .order_by()
+        )
+        return {(p, k, d): (cells, kernels) for p, k, d, cells, kernels in rows}
+
+
+class CellSeriesQuerySet(models.QuerySet):
+    def of_cell(self, *, source_ids, cell_key: str, provider_key: str) -> CellSeriesQuerySet:
+        return self.filter(source_id__in=source_ids, cell_key=cell_key, provider_key=provider_key)

@@ -1,0 +1,174 @@
+"""The one writer of CellSeries and CellChange: the change rule run over the cells that some
+publications touched, their rows replaced, and the publications' groups recomputed.
+
+1. Read every current run of the source whose comparison cell appears in those publications
+   (one query), and put each cell's points in the order the run page draws them.
+2. Judge each cell (runs.changes.detect) with its tolerance as the floor.
+3. In one transaction: delete those cells' rows, insert the new ones, and recompute the
+   `grouped` flag of every publication that has a change among them.
+
+Idempotent: the same runs give the same rows, so running it twice, or after an unchanged sync,
+changes nothing; what it reports as `new_steps` are steps that were not steps before, which is
+what notices are sent for.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Q
+
+from runs.changes import detect
+from runs.changes.models import CellChange, CellSeries
+from runs.evidence import cell_tolerance
+from runs.models import ComparisonGroup, Publication, Run, Source
+from runs.signals import publications_ingested
+
+# Sources whose publications are not a history: KernelIndex's own controlled reruns.
+NO_HISTORY = {"kernelindex"}
+
+_FIELDS = (
+    "id", "group__cell_key", "implementation__provider_key", "publication_id", "observed_at",
+    "publication__sequence", "median", "benchmark_id", "benchmark__slug", "timed_pass",
+    "metric", "workload__slug", "environment__gpu__upstream_name",
+)  # fmt: skip
+
+
+@dataclass
+class DetectReport:
+    cells: int = 0
+    changes: int = 0
+    # Ids of CellChange rows that are steps and were not before this run (for notices).
+    new_steps: list[int] = field(default_factory=list)
+    publications: list[int] = field(default_factory=list)
+
+
+def changes_detect(
+    *, source: Source, publications: list[Publication] | None = None
+) -> DetectReport:
+    """Judge the cells these publications touched (every cell of the source when None)."""
+    report = DetectReport()
+    if source.slug in NO_HISTORY:
+        return report
+    groups = ComparisonGroup.objects.filter(publication__source=source)
+    if publications is not None:
+        groups = groups.filter(publication__in=publications)
+    keys = groups.values("cell_key")
+    rows = (
+        Run.objects.public().filter(source=source, group__cell_key__in=keys).values_list(*_FIELDS)
+    )
+    cells: dict[tuple, list[tuple]] = defaultdict(list)
+    for row in rows:
+        cells[row[1], row[2]].append(row)
+    series, changes = [], []
+    for (cell_key, provider), points in cells.items():
+        judged = _judge(source, cell_key, provider, points)
+        if judged is not None:
+            series.append(judged[0])
+            changes.extend(judged[1])
+    with transaction.atomic():
+        existing = CellChange.objects.filter(source=source, cell_key__in=keys)
+        before = {
+            (cell_key, provider, pub): kind
+            for cell_key, provider, pub, kind in existing.values_list(
+                "cell_key", "provider_key", "publication_id", "kind"
+            )
+        }
+        existing.delete()
+        CellSeries.objects.filter(source=source, cell_key__in=keys).delete()
+        CellSeries.objects.bulk_create(series, batch_size=2000)
+        CellChange.objects.bulk_create(changes, batch_size=2000)
+        touched_pubs = sorted({c.publication_id for c in changes} | {k[2] for k in before})
+        _regroup(touched_pubs)
+        steps = CellChange.objects.filter(source=source, cell_key__in=keys, kind=CellChange.STEP)
+        report.new_steps = [
+            pk
+            for pk, *point in steps.values_list("id", "cell_key", "provider_key", "publication_id")
+            if before.get(tuple(point)) != CellChange.STEP
+        ]
+    report.cells, report.changes, report.publications = len(series), len(changes), touched_pubs
+    return report
+
+
+def changes_detect_after_ingest(
+    *, source: Source, reports: list, trigger: str = "command"
+) -> DetectReport:
+    """changes_detect for the publications whose files created or revised runs (an unchanged
+    file touches nothing), then runs.signals.publications_ingested once, after commit."""
+    slugs = {r.publication for r in reports if r.created or r.revised}
+    if not slugs:
+        return DetectReport()
+    publications = list(Publication.objects.filter(source=source, slug__in=slugs))
+    report = changes_detect(source=source, publications=publications)
+    announce = {
+        "source_id": source.pk,
+        "publication_ids": sorted(p.pk for p in publications),
+        "step_ids": report.new_steps,
+        "trigger": trigger,
+    }
+    transaction.on_commit(lambda: publications_ingested.send(sender=Source, **announce))
+    return report
+
+
+def _judge(source: Source, cell_key: str, provider: str, points: list[tuple]):
+    """(CellSeries, [CellChange]) of one cell, or None for a cell too short to store."""
+    by_pub: dict[int, list[tuple]] = defaultdict(list)
+    for row in points:
+        by_pub[row[3]].append(row)
+    # One point per publication (its median if a cell was measured twice), in page order.
+    ordered = sorted(by_pub.values(), key=lambda rs: (min(r[4] for r in rs), rs[0][5], rs[0][3]))
+    if len(ordered) <= detect.MIN_BASELINE:
+        return None
+    values = [statistics.median(r[6] for r in rs) for rs in ordered]
+    first = ordered[0][0]
+    bench_id, bench, timed_pass, metric, workload, gpu = first[7:13]
+    tolerance = cell_tolerance(
+        source_slug=source.slug, cell=(bench, timed_pass, metric, provider, workload, gpu)
+    ).value
+    verdict = detect.detect(values, tolerance=tolerance)
+    series = CellSeries(
+        source=source, cell_key=cell_key, provider_key=provider, benchmark_id=bench_id,
+        status=verdict.status, points=len(values), tolerance=tolerance,
+        latest_run_id=ordered[-1][0][0],
+    )  # fmt: skip
+    changes = [
+        CellChange(
+            source=source,
+            publication_id=ordered[c.index][0][3],
+            previous_id=ordered[c.index - 1][0][3],
+            cell_key=cell_key,
+            provider_key=provider,
+            benchmark_id=bench_id,
+            run_id=ordered[c.index][0][0],
+            kind=c.kind,
+            direction=c.direction,
+            before=c.before,
+            after=c.after,
+            threshold=c.threshold,
+        )  # fmt: skip
+        for c in verdict.changes
+    ]
+    return series, changes
+
+
+def _regroup(publication_ids: list[int]) -> None:
+    """Set `grouped` on every change of these publications that moved with many others
+    (detect.grouped: the same kind and direction at one publication)."""
+    if not publication_ids:
+        return
+    moved: dict[tuple, list[int]] = defaultdict(list)
+    rows = CellChange.objects.filter(publication_id__in=publication_ids).values_list(
+        "publication_id", "kind", "direction", "benchmark_id"
+    )
+    for pub, kind, direction, bench in rows:
+        moved[pub, kind, direction].append(bench)
+    together = Q(pk__in=[])
+    for (pub, kind, direction), benches in moved.items():
+        if detect.grouped([str(b) for b in benches]):
+            together |= Q(publication_id=pub, kind=kind, direction=direction)
+    scope = CellChange.objects.filter(publication_id__in=publication_ids)
+    scope.update(grouped=False)
+    scope.filter(together).update(grouped=True)

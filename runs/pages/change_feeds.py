@@ -1,0 +1,122 @@
+"""Atom feeds of detected changes, one per watch target: a source, a benchmark, a cell (named
+by one of its runs). A kernel team subscribes to its benchmark's feed; every step (regression
+or improvement) is an entry, newest first, its guid stable across recomputations."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.syndication.views import Feed
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.feedgenerator import Atom1Feed
+
+from runs.changes.models import CellChange
+from runs.models import Benchmark, Run, Source
+
+ENTRIES = 50
+
+
+class _ChangesFeed(Feed):
+    feed_type = Atom1Feed
+
+    def changes(self, obj):
+        raise NotImplementedError
+
+    def items(self, obj):
+        return self.changes(obj).reported().with_related().order_by("-detected_at", "-id")[:ENTRIES]
+
+    def item_link(self, item: CellChange) -> str:
+        return f"{settings.SITE_ROOT}{item.run.get_absolute_url()}#history"
+
+    def item_title(self, item: CellChange) -> str:
+        run = item.run
+        return (
+            f"{item.direction.capitalize()} {item.shift_text} at {item.publication.slug}: "
+            f"{item.benchmark.title} · {run.implementation.display_name} · {run.timed_pass} · "
+            f"{run.metric} on {run.environment.gpu.product}"
+        )
+
+    def item_description(self, item: CellChange) -> str:
+        host = (
+            " It moved together with many cells of several kernels at that publication: "
+            "likely the benchmark host, not the kernel."
+            if item.grouped
+            else ""
+        )
+        return (
+            f"{item.run.workload.label}: the median went from {item.before:.6g} to "
+            f"{item.after:.6g} {item.run.unit} between {item.previous.slug} and "
+            f"{item.publication.slug}, beyond the threshold of {item.threshold_text}, and "
+            f"stayed there at the next publication.{host}"
+        )
+
+    def item_guid(self, item: CellChange) -> str:
+        # Detection replaces rows; the point itself is what identifies an entry.
+        return (
+            f"{settings.SITE_ROOT}/changes/{item.source.slug}/{item.cell_key[7:23]}/"
+            f"{item.provider_key}/{item.publication.slug}/{item.direction}"
+        )
+
+    item_guid_is_permalink = False
+
+    def item_pubdate(self, item: CellChange):
+        return item.detected_at
+
+    def item_updateddate(self, item: CellChange):
+        return item.detected_at
+
+    def item_author_name(self, item: CellChange) -> str:
+        return item.source.name
+
+
+class SourceChangesFeed(_ChangesFeed):
+    def get_object(self, request, slug: str) -> Source:
+        return get_object_or_404(Source, slug=slug)
+
+    def title(self, obj: Source) -> str:
+        return f"KernelIndex: changes detected in {obj.name}"
+
+    def link(self, obj: Source) -> str:
+        return settings.SITE_ROOT + reverse("runs:source-changes", args=[obj.slug])
+
+    def feed_url(self, obj: Source) -> str:
+        return settings.SITE_ROOT + reverse("runs:feed-source-changes", args=[obj.slug])
+
+    def changes(self, obj: Source):
+        return CellChange.objects.filter(source=obj)
+
+
+class BenchmarkChangesFeed(_ChangesFeed):
+    def get_object(self, request, slug: str) -> Benchmark:
+        return get_object_or_404(Benchmark, slug=slug)
+
+    def title(self, obj: Benchmark) -> str:
+        return f"KernelIndex: changes detected in {obj.title}"
+
+    def link(self, obj: Benchmark) -> str:
+        return settings.SITE_ROOT + obj.get_absolute_url()
+
+    def feed_url(self, obj: Benchmark) -> str:
+        return settings.SITE_ROOT + reverse("runs:feed-benchmark-changes", args=[obj.slug])
+
+    def changes(self, obj: Benchmark):
+        return CellChange.objects.filter(benchmark=obj)
+
+
+class CellChangesFeed(_ChangesFeed):
+    def get_object(self, request, public_id: str) -> Run:
+        return Run.objects.select_related("group", "implementation").current_or_404(public_id)
+
+    def title(self, obj: Run) -> str:
+        return f"KernelIndex: changes detected in the cell of run {obj.public_id} ({obj.title})"
+
+    def link(self, obj: Run) -> str:
+        return f"{settings.SITE_ROOT}{obj.get_absolute_url()}#history"
+
+    def feed_url(self, obj: Run) -> str:
+        return settings.SITE_ROOT + reverse("runs:feed-cell-changes", args=[obj.public_id])
+
+    def changes(self, obj: Run):
+        return CellChange.objects.filter(
+            cell_key=obj.group.cell_key, provider_key=obj.implementation.provider_key
+        )

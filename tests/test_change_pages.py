@@ -1,0 +1,185 @@
+"""Where the detected changes are shown: the run page's history chart, the source's changes
+page, the benchmark page and the API, over an ingested synthetic history."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from runs.changes.models import CellChange
+from runs.models import Run
+from runs.pages import history_chart
+from runs.services import ingest
+from tests.factories import RunFactory
+from tests.pages import queries, text_of
+from tests.synthetic_ci import commit, suite_cells, write_history
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def history(tmp_path, settings):
+    settings.PAGE_CACHE_SECONDS = 0
+    write_history(tmp_path, suite_cells())
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+
+
+def _run(kernel: str, provider: str, at: int) -> Run:
+    return Run.objects.public().get(
+        benchmark__slug=kernel,
+        implementation__provider_key=provider,
+        publication__slug=commit(at),
+    )
+
+
+def _chart(html: str) -> str:
+    return re.search(r"<svg[^>]*history-chart.*?</svg>", html, re.S).group(0)
+
+
+def test_the_run_page_chart_labels_axes_commits_band_and_the_change(client, history):
+    run = _run("own_kernel", "liger", 9)
+    html = client.get(f"/runs/{run.public_id}/").content.decode()
+    chart = _chart(html)
+    assert "Latency median (ms)" in chart  # the y axis, with its unit
+    assert re.findall(r'class="tick commit"[^>]*>([0-9a-f]{7})<', chart) == [
+        commit(i) for i in range(12)
+    ]
+    assert 'class="tolerance-band"' in chart
+    assert chart.count('class="change step regression"') == 1
+    assert 'class="point rerun"' not in chart  # no controlled rerun of this run
+    assert "axis from 0 to" in chart  # the desc gives the range
+    text = text_of(client.get(f"/runs/{run.public_id}/"))
+    assert "History of this cell across 12 publications of Liger-Kernel CI benchmarks" in text
+    assert (
+        f"At {commit(9)} (after {commit(8)}): regression , +100 %: from a median of 1.000 ms "
+        "to 2.000 ms, beyond the threshold of 35 %." in text
+    )
+    assert "moved together" not in text  # its own move, not the host's
+
+
+def test_a_grouped_change_says_it_was_likely_the_host(client, history):
+    run = _run("suite_2", "torch", 8)
+    text = text_of(client.get(f"/runs/{run.public_id}/"))
+    assert (
+        f"12 cells of 4 kernels moved together at {commit(8)}: likely the benchmark host, "
+        "not the kernels." in text
+    )
+
+
+def test_an_outlier_and_a_noisy_cell_are_not_called_regressions(client, history):
+    text = text_of(client.get(f"/runs/{_run('own_kernel', 'torch', 9).public_id}/"))
+    assert "came back at the next: an outlier, not a regression" in text
+    noisy = text_of(client.get(f"/runs/{_run('noisy_kernel', 'liger', 11).public_id}/"))
+    history = noisy.split("History of this cell")[1].split("Protocol")[0]
+    assert "Too noisy to judge" in history and "regression" not in history
+
+
+def test_one_publication_says_so_per_source(client, settings):
+    """A KernelBench-like source published once: no "CI runs" heading, no chart."""
+    settings.PAGE_CACHE_SECONDS = 0
+    run = RunFactory()
+    text = text_of(client.get(f"/runs/{run.public_id}/"))
+    assert "across upstream CI runs" not in text
+    assert f"No history: {run.source.name} published this cell once." in text
+
+
+def test_the_counts_agree_when_the_history_is_longer_than_shown(client, tmp_path, settings):
+    settings.PAGE_CACHE_SECONDS = 0
+    write_history(tmp_path, {("long_kernel", "liger"): [1.0] * 30})
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    text = text_of(client.get(f"/runs/{_run('long_kernel', 'liger', 15).public_id}/"))
+    assert "24 of its 30 publications, those around this run" in text
+    assert "All 30 publications of this cell" in text
+    assert "across 30 publications of Liger-Kernel CI benchmarks" in text
+
+
+def test_the_run_page_costs_the_same_with_and_without_changes(client, history):
+    with_change = queries(client, f"/runs/{_run('own_kernel', 'liger', 9).public_id}/")
+    grouped = queries(client, f"/runs/{_run('suite_1', 'liger', 8).public_id}/")
+    without = queries(client, f"/runs/{_run('own_kernel', 'liger', 3).public_id}/")
+    assert with_change == grouped == without
+
+
+def test_a_controlled_rerun_is_drawn_in_its_own_mark():
+    svg = history_chart.history_chart(
+        chart_id="h", title="t", points=[("a", 100.0), ("b", 110.0), ("c", 105.0)], current=2,
+        y_scale=1, y_unit="ns", y_label="Latency median", tolerance=0.1,
+        marks=[history_chart.Mark(1, "step", "regression", 0.1)],
+        rerun=history_chart.Rerun(90.0, "controlled rerun on NVIDIA H100"),
+    )  # fmt: skip
+    assert svg.count('class="point rerun"') == 1
+    assert "Controlled rerun on NVIDIA H100: 90 ns." in svg
+    assert "Tolerance band 94.5 to 115.5 ns." in svg
+
+
+def test_the_source_changes_page_lists_regressions_first_and_groups(client, history):
+    response = client.get("/sources/liger-kernel-ci/changes/")
+    text = text_of(response)
+    # Newest publication with changes first; at run 9 the kernel's own regression is listed
+    # and the outlier counted; at run 8 the suite's shift is one grouped line.
+    assert text.index(commit(9)) < text.index(commit(8))
+    assert "Regressions (1) Own kernel" in text
+    assert "1 point moved at 0000009 and came back at the next publication" in text
+    assert f"12 cells of 4 kernels moved together at {commit(8)} (regression" in text
+    assert "likely the benchmark host, not the kernels" in text
+    source_page = client.get("/sources/liger-kernel-ci/").content.decode()
+    assert 'href="/sources/liger-kernel-ci/changes/"' in source_page
+
+
+def test_the_source_changes_page_costs_the_same_per_page(client, history, tmp_path):
+    small = queries(client, "/sources/liger-kernel-ci/changes/")
+    more = {(f"extra_{k}", "liger"): [1.0] * 8 + [2.0] * 4 for k in range(6)}
+    write_history(tmp_path / "more", {**suite_cells(), **more})
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path / "more")])
+    assert CellChange.objects.filter(benchmark__slug__startswith="extra_").count() == 6
+    assert queries(client, "/sources/liger-kernel-ci/changes/") == small
+
+
+def test_the_api_lists_and_filters_changes(client, history):
+    body = client.get("/api/v1/changes/?source=liger-kernel-ci&kind=step&grouped=false").json()
+    assert [(c["benchmark"], c["implementation"], c["publication"], c["direction"])
+            for c in body["results"]] == [("own_kernel", "liger", commit(9), "regression")]  # fmt: skip
+    change = body["results"][0]
+    assert change["previous"] == commit(8) and change["unit"] == "ns"
+    assert change["shift"] == pytest.approx(1.0)
+    assert change["url"].endswith(f"/runs/{change['run']}/#history")
+    grouped = client.get("/api/v1/changes/?grouped=true&benchmark=suite_0").json()["results"]
+    assert len(grouped) == 3 and {c["kind"] for c in grouped} == {"step"}
+    assert client.get("/api/v1/changes/?kind=step&direction=sideways").status_code == 400
+    assert client.get("/api/v1/changes/?benchmarks=x").status_code == 400
+    assert "/api/v1/changes/" in client.get("/api/v1/schema/").content.decode()
+
+
+def test_the_benchmark_page_lists_its_changes(client, history):
+    text = text_of(client.get("/benchmarks/suite_0/"))
+    assert "Changes across upstream publications" in text
+    assert "(with the host)" in text
+    assert "Changes across upstream publications" not in text_of(
+        client.get("/benchmarks/suite_0/?metric=memory")
+    )
+
+
+def test_every_change_filter_has_an_index():
+    """The API's filters (runs/api/changes.py) and the pages' reads, each on the leading column
+    of an index of runs_cellchange."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "runs_cellchange")
+    leading = {c["columns"][0] for c in constraints.values() if c["index"] or c["unique"]}
+    filters = {"source_id", "benchmark_id", "publication_id", "kind", "direction", "grouped"}
+    assert filters <= leading
+
+
+def test_the_api_and_the_benchmark_include_cost_the_same_with_more_changes(
+    client, history, tmp_path
+):
+    api = queries(client, "/api/v1/changes/?kind=step")
+    bench = queries(client, "/benchmarks/suite_0/")
+    more = {(f"suite_{k}", f"extra{p}"): [1.0] * 8 + [2.0] * 4 for k in range(4) for p in range(3)}
+    write_history(tmp_path / "more", {**suite_cells(), **more})
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path / "more")])
+    assert CellChange.objects.filter(provider_key__startswith="extra").count() == 12
+    assert queries(client, "/api/v1/changes/?kind=step") == api
+    assert queries(client, "/benchmarks/suite_0/") == bench

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('attestations', '0001_initial'),
+        ('attestations', '0002_measured_reproductions'),
         ('runs', '0007_cell_changes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

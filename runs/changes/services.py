@@ -132,7 +132,6 @@ def _judge(source: Source, cell_key: str, provider: str, points: list[tuple]):
     series = CellSeries(
         source=source, cell_key=cell_key, provider_key=provider, benchmark_id=bench_id,
         status=verdict.status, points=len(values), tolerance=tolerance,
-        latest_run_id=ordered[-1][0][0],
     )  # fmt: skip
     changes = [
         CellChange(

@@ -31,9 +31,6 @@ class CellSeries(models.Model):
     )  # fmt: skip
     points = models.PositiveIntegerField()
     tolerance = models.FloatField(help_text="The cell's tolerance, the rule's floor")
-    latest_run = models.ForeignKey(
-        "runs.Run", on_delete=models.PROTECT, related_name="+", db_index=False
-    )
     detected_at = models.DateTimeField(auto_now=True)
 
     objects = CellSeriesQuerySet.as_manager()

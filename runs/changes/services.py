@@ -57,8 +57,12 @@ def changes_detect(
     if publications is not None:
         groups = groups.filter(publication__in=publications)
     keys = groups.values("cell_key")
+    # No ORDER BY: the points are put in order per cell below.
     rows = (
-        Run.objects.public().filter(source=source, group__cell_key__in=keys).values_list(*_FIELDS)
+        Run.objects.public()
+        .filter(source=source, group__cell_key__in=keys)
+        .order_by()
+        .values_list(*_FIELDS)
     )
     cells: dict[tuple, list[tuple]] = defaultdict(list)
     for row in rows:
@@ -132,7 +136,6 @@ def _judge(source: Source, cell_key: str, provider: str, points: list[tuple]):
     series = CellSeries(
         source=source, cell_key=cell_key, provider_key=provider, benchmark_id=bench_id,
         status=verdict.status, points=len(values), tolerance=tolerance,
-        latest_run_id=ordered[-1][0][0],
     )  # fmt: skip
     changes = [
         CellChange(

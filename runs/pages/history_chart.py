@@ -167,22 +167,21 @@ def _marks(marks, px, top: float, plot_h: float) -> list[str]:
 
 
 def _legend(height: int, left: int, band: bool, rerun: Rerun | None) -> str:
+    """One row under the plot; the caption says what dashed and dotted lines mean."""
     y = height + 12
     items = [
         f'<circle cx="{left}" cy="{y - 4}" r="4" fill="{PALETTE[1]}"/>'
         f'<text x="{left + 8}" y="{y}">this run</text>',
-        f'<line x1="{left + 78}" x2="{left + 78}" y1="{y - 12}" y2="{y + 2}" '
-        f'stroke="{REGRESSION_COLOUR}" stroke-width="2"/><text x="{left + 84}" y="{y}">change '
-        f"(dashed: outlier)</text>",
+        f'<line x1="{left + 80}" x2="{left + 80}" y1="{y - 12}" y2="{y + 2}" '
+        f'stroke="{REGRESSION_COLOUR}" stroke-width="2"/><text x="{left + 86}" y="{y}">change</text>',
     ]
-    x = left + 232
     if band:
         items.append(
-            f'<rect x="{x}" y="{y - 10}" width="14" height="10" fill="{BAND_COLOUR}"/>'
-            f'<text x="{x + 18}" y="{y}">tolerance</text>'
+            f'<rect x="{left + 160}" y="{y - 10}" width="14" height="10" fill="{BAND_COLOUR}"/>'
+            f'<text x="{left + 178}" y="{y}">tolerance</text>'
         )
-        x += 88
     if rerun:
+        x = left + 262
         items.append(
             f'<path d="M{x + 5} {y - 10}L{x + 10} {y - 5}L{x + 5} {y}L{x} {y - 5}Z" fill="none" '
             f'stroke="{RERUN_COLOUR}" stroke-width="2"/><text x="{x + 14}" y="{y}">rerun</text>'

@@ -62,8 +62,8 @@ def _bump() -> None:
 # Apps whose rows appear on public pages. Runs may not import the others (imports run one way),
 # so they are named here; every table of theirs gets the triggers, less the private ones below.
 PUBLIC_DATA_APPS = frozenset({"runs", "attestations", "reruns"})
-# Tables no public page reads that change on every request (a token's last use): bumping the
-# version for them would only empty the cache.
+# Tables no public page reads (what a user watches and was told) or that change on every
+# request (a token's last use): bumping the version for them would only empty the cache.
 PRIVATE_MODELS = frozenset(
     {"attestations.apitoken", "attestations.watch", "attestations.notice", "runs.dataversion"}
 )

@@ -14,3 +14,4 @@ class AttestationsConfig(AppConfig):
         staffmfa.connect_signals()
         run_extensions.register_panel(panels.PANEL)
         run_extensions.register_panel(panels.MEASURED_PANEL)
+        run_extensions.register_panel(panels.BENCHMARK_PANEL)

@@ -303,3 +303,30 @@ def test_uploads_are_rate_limited(ci_runs, owner, settings):
         for _ in range(3)
     ]
     assert codes == [201, 201, 429]
+
+
+def test_benchmark_page_counts_measured_reproductions_per_gpu_product(
+    ci_runs, owner, staff, client
+):
+    """Approved measured reproductions only, per GPU product, with their spread from the
+    published medians of that product."""
+    for public_id in ("f459ed2b", "708302df"):
+        services.reproduction_from_result(
+            run=ci_runs[public_id], author=owner, document=_real(public_id)
+        )
+    assert (
+        "Measured reproductions by GPU" not in client.get("/benchmarks/rms_norm/").content.decode()
+    )
+    services.attestation_moderate(
+        attestations=Attestation.objects.all(), moderator=staff, state="approved"
+    )
+    page = client.get("/benchmarks/rms_norm/").content.decode()
+    section = page.split('id="measured-reproductions"')[1].split("</section>")[0]
+    # The liger row about -4.1 %, the huggingface row about -0.2 %.
+    low, high = sorted(a.delta_percent() for a in Attestation.objects.with_related())
+    assert round(low, 1) == -4.1 and round(high, 1) == -0.2
+    assert "<td>2</td><td>2</td>" in section
+    assert f"{low:.1f} % · {(low + high) / 2:.1f} % · {high:.1f} % (2 compared)" in section
+    assert "H200" in section
+    other = client.get("/benchmarks/swiglu/").content.decode()
+    assert "Measured reproductions by GPU" not in other

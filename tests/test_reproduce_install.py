@@ -202,7 +202,7 @@ def test_end_to_end_job_file_runner_upload_moderation_page(
     staff = make_staff()
     login_staff(client, staff)
     change = client.get(f"/admin/attestations/attestation/{items[0].pk}/change/").content.decode()
-    assert "result file: what the runner recorded" in change
+    assert "Result file: what the runner recorded" in change
     assert "scaledDown" in change and "&quot;passed&quot;: true" in change
     approved = client.post(
         "/admin/attestations/attestation/",

@@ -330,3 +330,26 @@ def test_benchmark_page_counts_measured_reproductions_per_gpu_product(
     assert "H200" in section
     other = client.get("/benchmarks/swiglu/").content.decode()
     assert "Measured reproductions by GPU" not in other
+
+
+def test_moderators_see_the_files_diagnostics_in_the_admin(ci_runs, owner, staff, client):
+    from tests.factories_community import login_staff
+
+    item = services.reproduction_from_result(
+        run=ci_runs["f459ed2b"], author=owner, document=_real("f459ed2b")
+    )
+    login_staff(client, staff)
+    listing = client.get("/admin/attestations/attestation/").content.decode()
+    assert "measured with kirunner 0.1.0 on NVIDIA H200 by alice" in listing
+    assert "-4.1 % vs published" in listing
+    page = client.get(f"/admin/attestations/attestation/{item.pk}/change/").content.decode()
+    section = page.split('class="result-diagnostics"')[1].split("</pre>")[0]
+    for fact in (
+        "device-bound",
+        "&quot;smMHz&quot;: 1980",
+        "&quot;throttled&quot;: []",
+        "&quot;maxAbsErr&quot;",
+        "NVIDIA H200",
+        "&quot;usedRevision&quot;: &quot;0.6.0&quot;",
+    ):
+        assert fact in section, fact  # fmt: skip

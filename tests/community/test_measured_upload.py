@@ -233,6 +233,12 @@ HOSTILE = {
         json.dumps(_real("f459ed2b")).replace('"p80": 0.056646399199962616', '"p80": Infinity'),
         "Infinity is not a number JSON allows",
     ),
+    "a NUL character": (
+        json.dumps(_real("f459ed2b")).replace(
+            '"status": "ok"', '"status": "ok", "x\\u0000": "\\u0000"'
+        ),
+        "it holds a NUL character",
+    ),
     "not JSON": (b"median=55us", "it is not JSON"),
     "not UTF-8": (b"\xff\xfe{}", "not UTF-8"),
     "a JSON list": ([1, 2, 3], "not the result of a self-run job"),

@@ -110,7 +110,7 @@ def test_another_gpu_product_is_not_compared(example_run, owner, client):
     assert item.not_comparable() == "another GPU: not comparable"
 
 
-def test_a_typed_in_reproduction_on_another_gpu_is_not_compared(run, owner):
+def test_a_typed_in_reproduction_on_another_gpu_is_not_compared(run, owner, staff, client):
     """A reproduction on an A100 of an H100 run showed "+1.5 % vs published"."""
     a100 = GpuFactory(slug="nvidia-a100-sxm4-80gb", upstream_name="NVIDIA A100-SXM4-80GB",
                       product="A100", form_factor="SXM4 80GB")  # fmt: skip
@@ -134,6 +134,11 @@ def test_a_typed_in_reproduction_on_another_gpu_is_not_compared(run, owner):
         measurement=services.Measurement(median=391_320, unit="ns"),
     )  # fmt: skip
     assert unnamed.delta_percent() is None and "no GPU named" in unnamed.not_comparable()
+    services.attestation_moderate(attestations=[item], moderator=staff, state="approved")
+    for url in (run.get_absolute_url(), f"/users/{owner.username}/", item.get_absolute_url()):
+        page = client.get(url).content.decode()
+        assert "another GPU: not comparable" in page and "+1.5 % vs published" not in page, url
+        assert "reported by the user, no measurement file" in page.lower(), url
 
 
 # --- The hostile set ------------------------------------------------------------------------

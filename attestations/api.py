@@ -41,11 +41,6 @@ class Conflict(exceptions.APIException):
     default_detail = "The item's state does not allow this."
 
 
-class TooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request is too large."
-
-
 def _throttle(request, kind: str) -> None:
     if not ratelimit.consume(request, kind):
         raise exceptions.Throttled(detail=ratelimit.message(kind))
@@ -231,9 +226,6 @@ class AttestationList(generics.ListAPIView):
         if not request.user.is_authenticated:
             raise exceptions.NotAuthenticated()
         _throttle(request, "attestation")
-        if measured.request_too_large(request.META.get("CONTENT_LENGTH")):
-            # Refused before the body is parsed.
-            raise TooLarge(measured.size_refusal().messages[0])
         incoming = AttestationCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data

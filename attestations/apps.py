@@ -18,3 +18,4 @@ class AttestationsConfig(AppConfig):
         run_extensions.register_panel(panels.MEASURED_PANEL)
         run_extensions.register_panel(watching_panels.PANEL)
         receivers.connect()
+        run_extensions.register_panel(panels.BENCHMARK_PANEL)

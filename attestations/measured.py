@@ -2,8 +2,9 @@
 
 The file is the user's claim. It is read in this order, each step refusing with its reason
 before the next looks deeper:
-1. Size: at most COMMUNITY_RESULT_FILE_MAX_BYTES (callers refuse a larger upload before
-   reading it; this checks the bytes again).
+1. Size: at most COMMUNITY_RESULT_FILE_MAX_BYTES. A request too large to hold a file within
+   that is refused from its Content-Length before anything reads it
+   (kernelindex.middleware.RequestSizeMiddleware); the file's own size is checked here.
 2. JSON: UTF-8, no NaN or Infinity, nested at most MAX_DEPTH deep.
 3. Schema: the self-run RerunResult envelope (kirunner.result_schema), the same payload
    schema a controlled result passes, with no nonce and no signature.
@@ -74,16 +75,26 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _depth(value) -> int:
-    """How deeply containers nest in `value`, without recursion."""
-    deepest, stack = 0, [(value, 1)]
+def _shape_problem(value) -> str:
+    """Too deep, or a NUL character in a string or key (PostgreSQL refuses it in jsonb), or '';
+    walked without recursion."""
+    stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "it holds a NUL character"
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_DEPTH:
+            return f"it nests deeper than {MAX_DEPTH} levels"
+        if isinstance(item, dict):
+            stack.extend((key, depth) for key in item)
+            stack.extend((child, depth + 1) for child in item.values())
+        else:
+            stack.extend((child, depth + 1) for child in item)
+    return ""
 
 
 def request_too_large(content_length: str | None) -> bool:
@@ -116,8 +127,9 @@ def load(data: bytes) -> dict:
         raise refuse(f"it nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:
         raise refuse(f"it is not JSON ({str(exc)[:200]})") from None
-    if _depth(document) > MAX_DEPTH:
-        raise refuse(f"it nests deeper than {MAX_DEPTH} levels")
+    problem = _shape_problem(document)
+    if problem:
+        raise refuse(problem)
     return document
 
 

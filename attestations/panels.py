@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from django.http import HttpRequest
 
 from attestations.models import Attestation, Report
@@ -78,5 +80,54 @@ MEASURED_PANEL = RunPanel(
     template="attestations/_run_measured.html",
     context=run_measured,
     order=20,
+    same_for_every_anonymous_reader=True,
+)
+
+
+def benchmarks_with_measured() -> frozenset[int]:
+    """Benchmarks (by pk) with any approved measured reproduction, once per data change: the
+    pages of the others ask nothing."""
+    return once_per_data_change(
+        "attestations:benchmarks-with-measured",
+        lambda: frozenset(
+            Attestation.objects.approved().measured().order_by()
+            .values_list("run__benchmark_id", flat=True).distinct()
+        ),
+    )  # fmt: skip
+
+
+def benchmark_measured(request: HttpRequest, benchmark) -> dict:
+    """Per GPU product: how many approved measured reproductions the benchmark's runs have,
+    and how far their medians lie from the published ones measured on that same product."""
+    if benchmark.pk not in benchmarks_with_measured():
+        return {"rows": []}
+    items = Attestation.objects.approved().measured().filter(run__benchmark=benchmark)
+    by_product: dict[str, list] = {}
+    for item in items.with_related():
+        product = item.gpu.product if item.gpu else "CPU (scaled-down shapes)"
+        by_product.setdefault(product, []).append(item)
+    rows = []
+    for product, group in sorted(by_product.items()):
+        deltas = sorted(d for d in (i.delta_percent() for i in group) if d is not None)
+        rows.append(
+            {
+                "product": product,
+                "count": len(group),
+                "runs": len({i.run_id for i in group}),
+                "compared": len(deltas),
+                "low": deltas[0] if deltas else None,
+                "median": statistics.median(deltas) if deltas else None,
+                "high": deltas[-1] if deltas else None,
+            }
+        )
+    return {"rows": rows}
+
+
+BENCHMARK_PANEL = RunPanel(
+    name="measured-by-gpu",
+    slot="benchmark",
+    template="attestations/_benchmark_measured.html",
+    context=benchmark_measured,
+    order=10,
     same_for_every_anonymous_reader=True,
 )

@@ -110,3 +110,22 @@ class StaffMfaRequiredMiddleware:
         # The admin, and the web enrolment of a first authenticator, which must not turn a
         # password alone into staff.
         return path.startswith(reverse("admin:index")) or path == reverse("mfa_activate_totp")
+
+
+class RequestSizeMiddleware:
+    """A request body larger than any form or API call takes (a result file at most, see
+    attestations/measured.py) is answered 413 from its Content-Length, before anything reads
+    it: the CSRF check would otherwise parse a 10 MB upload before the view could refuse it."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from attestations import measured
+
+        if not measured.request_too_large(request.META.get("CONTENT_LENGTH")):
+            return self.get_response(request)
+        message = measured.size_refusal().messages[0]
+        if request.path_info.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=413)
+        return render(request, "attestations/refused.html", {"message": message}, status=413)

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "kernelindex.middleware.RejectNulBytesMiddleware",
+    "kernelindex.middleware.RequestSizeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "kernelindex.origin.SiteOriginMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -28,6 +28,8 @@ from runs.read.freshness import cached_per_data_change
 # Where on the run page a panel goes: inside the Evidence section, under the level and its
 # verdict; or as a section of its own after the measurements.
 SLOTS = ("evidence", "sections")
+# A benchmark page's panels, after its tables: their context function gets the benchmark.
+BENCHMARK_SLOT = "benchmark"
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,9 @@ class RunExtensions:
         self._admin_actions: list[Callable] = []
 
     def register_panel(self, panel: RunPanel) -> None:
-        if panel.slot not in SLOTS:
+        if panel.slot not in (*SLOTS, BENCHMARK_SLOT):
             raise ImproperlyConfigured(
-                f"Run page panel {panel.name!r}: slot must be one of {SLOTS}."
+                f"Run page panel {panel.name!r}: slot must be one of {SLOTS} or {BENCHMARK_SLOT!r}."
             )
         if panel.name in self._panels:
             raise ImproperlyConfigured(f"Run page panel {panel.name!r} is registered twice.")
@@ -70,12 +72,18 @@ class RunExtensions:
         """Each slot's panels, rendered in order, for the run page's template to place."""
         return {slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS}
 
-    def _render(self, panel: RunPanel, request: HttpRequest, run) -> SafeString:
+    def render_benchmark_panels(self, request: HttpRequest, benchmark) -> list[SafeString]:
+        return [self._render(p, request, benchmark) for p in self.panels(BENCHMARK_SLOT)]
+
+    def _render(self, panel: RunPanel, request: HttpRequest, subject) -> SafeString:
         def render() -> SafeString:
-            return render_to_string(panel.template, panel.context(request, run), request=request)
+            return render_to_string(
+                panel.template, panel.context(request, subject), request=request
+            )
 
         if panel.same_for_every_anonymous_reader and not request.user.is_authenticated:
-            return cached_per_data_change(f"panel:{panel.name}:{run.pk}", render, using="fragments")
+            key = f"panel:{panel.name}:{panel.slot}:{subject.pk}"
+            return cached_per_data_change(key, render, using="fragments")
         return render()
 
 

@@ -41,6 +41,7 @@ def test_the_apps_register_their_run_page_panels_and_admin_action():
         "reproduce",
     ]
     assert [p.name for p in run_extensions.panels("sections")] == ["replications", "watching"]
+    assert [p.name for p in run_extensions.panels("benchmark")] == ["measured-by-gpu"]
     run_admin = admin.site._registry[Run]
     assert order_controlled_rerun in run_admin.actions
 

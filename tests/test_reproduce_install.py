@@ -136,3 +136,89 @@ def test_installed_runner_refuses_to_sign_a_self_run(installed_runner, tmp_path)
     assert refused.returncode == 3
     assert "never signed with a worker key" in refused.stderr
     assert not (tmp_path / "result.json").exists()
+
+
+def test_end_to_end_job_file_runner_upload_moderation_page(
+    installed_runner, tmp_path, liger_bench, alice, client
+):
+    """A run's job file taken from its page, run by the installed runner (CPU mode: this
+    machine has no GPU), uploaded through the form and through the API, approved in the admin,
+    shown on the run page as measured, never as controlled, its evidence unchanged."""
+    import re
+
+    from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+    from rest_framework.test import APIClient
+
+    from attestations import services
+    from attestations.models import Attestation
+    from runs.models import Run
+    from tests.factories_community import login_staff, make_staff, verify_email
+
+    run = (
+        Run.objects.public()
+        .with_related()
+        .filter(benchmark__slug="rms_norm", implementation__provider_key="huggingface",
+                timed_pass="forward", metric="latency")
+        .order_by("median")
+        .first()
+    )  # fmt: skip
+    evidence = run.evidence
+    page = client.get(run.get_absolute_url()).content.decode()
+    job_url = re.search(r'href="(/runs/[0-9a-f]+/job\.json)"', page).group(1)
+    command = f"kirunner run job-{run.public_id}.json --out result-{run.public_id}.json"
+    assert command in page
+    (tmp_path / f"job-{run.public_id}.json").write_bytes(client.get(job_url).content)
+
+    done = run_installed(installed_runner, *command.split()[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result_bytes = (tmp_path / f"result-{run.public_id}.json").read_bytes()
+
+    verify_email(alice)
+    client.force_login(alice)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    form = client.post(
+        f"/runs/{run.public_id}/attest/",
+        {"kind": "reproduction", "body": "CPU check",
+         "result_file": SimpleUploadedFile("result.json", result_bytes)},
+    )  # fmt: skip
+    assert form.status_code == 302, form.content.decode()[-2000:]
+    api = APIClient()
+    _, token = services.token_create(user=alice, name="e2e")
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = api.post(
+        "/api/v1/attestations/",
+        {"run": run.public_id, "kind": "reproduction",
+         "result_file": SimpleUploadedFile("result.json", result_bytes)},
+        format="multipart",
+    )  # fmt: skip
+    assert answer.status_code == 201, answer.content
+    items = list(Attestation.objects.order_by("pk"))
+    assert [i.state for i in items] == ["pending", "pending"]
+    assert all(i.is_measured and i.device == "cpu" for i in items)
+    client.logout()
+    assert "measured with kirunner" not in client.get(run.get_absolute_url()).content.decode()
+
+    staff = make_staff()
+    login_staff(client, staff)
+    change = client.get(f"/admin/attestations/attestation/{items[0].pk}/change/").content.decode()
+    assert "Result file: what the runner recorded" in change
+    assert "scaledDown" in change and "&quot;passed&quot;: true" in change
+    approved = client.post(
+        "/admin/attestations/attestation/",
+        {"action": "approve", ACTION_CHECKBOX_NAME: [i.pk for i in items], "apply": "1",
+         "reason": ""},
+    )  # fmt: skip
+    assert approved.status_code == 302
+    client.logout()
+
+    shown = client.get(run.get_absolute_url()).content.decode()
+    label = (
+        f"Measured with kirunner {kirunner.__version__} on the CPU by alice, not controlled by "
+        "KernelIndex"
+    )
+    assert shown.count(label) == 4  # the table and the list, for each of the two uploads
+    assert "a CPU run with scaled-down shapes: not comparable" in shown
+    assert "% vs published" not in shown.split('id="measured"')[1].split("</section>")[0]
+    run.refresh_from_db()
+    assert run.evidence == evidence

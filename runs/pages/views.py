@@ -253,7 +253,12 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "runs/benchmark_detail.html",
-        {"benchmark": benchmark, "body": body, "canonical": _canonical(request)},
+        {
+            "benchmark": benchmark,
+            "body": body,
+            "canonical": _canonical(request),
+            "panels": run_extensions.render_benchmark_panels(request, benchmark),
+        },
         status=status,
     )
 

@@ -110,7 +110,7 @@ def test_another_gpu_product_is_not_compared(example_run, owner, client):
     assert item.not_comparable() == "another GPU: not comparable"
 
 
-def test_a_typed_in_reproduction_on_another_gpu_is_not_compared(run, owner):
+def test_a_typed_in_reproduction_on_another_gpu_is_not_compared(run, owner, staff, client):
     """A reproduction on an A100 of an H100 run showed "+1.5 % vs published"."""
     a100 = GpuFactory(slug="nvidia-a100-sxm4-80gb", upstream_name="NVIDIA A100-SXM4-80GB",
                       product="A100", form_factor="SXM4 80GB")  # fmt: skip
@@ -134,6 +134,11 @@ def test_a_typed_in_reproduction_on_another_gpu_is_not_compared(run, owner):
         measurement=services.Measurement(median=391_320, unit="ns"),
     )  # fmt: skip
     assert unnamed.delta_percent() is None and "no GPU named" in unnamed.not_comparable()
+    services.attestation_moderate(attestations=[item], moderator=staff, state="approved")
+    for url in (run.get_absolute_url(), f"/users/{owner.username}/", item.get_absolute_url()):
+        page = client.get(url).content.decode()
+        assert "another GPU: not comparable" in page and "+1.5 % vs published" not in page, url
+        assert "reported by the user, no measurement file" in page.lower(), url
 
 
 # --- The hostile set ------------------------------------------------------------------------
@@ -233,6 +238,12 @@ HOSTILE = {
         json.dumps(_real("f459ed2b")).replace('"p80": 0.056646399199962616', '"p80": Infinity'),
         "Infinity is not a number JSON allows",
     ),
+    "a NUL character": (
+        json.dumps(_real("f459ed2b")).replace(
+            '"status": "ok"', '"status": "ok", "x\\u0000": "\\u0000"'
+        ),
+        "it holds a NUL character",
+    ),
     "not JSON": (b"median=55us", "it is not JSON"),
     "not UTF-8": (b"\xff\xfe{}", "not UTF-8"),
     "a JSON list": ([1, 2, 3], "not the result of a self-run job"),
@@ -303,3 +314,53 @@ def test_uploads_are_rate_limited(ci_runs, owner, settings):
         for _ in range(3)
     ]
     assert codes == [201, 201, 429]
+
+
+def test_benchmark_page_counts_measured_reproductions_per_gpu_product(
+    ci_runs, owner, staff, client
+):
+    """Approved measured reproductions only, per GPU product, with their spread from the
+    published medians of that product."""
+    for public_id in ("f459ed2b", "708302df"):
+        services.reproduction_from_result(
+            run=ci_runs[public_id], author=owner, document=_real(public_id)
+        )
+    assert (
+        "Measured reproductions by GPU" not in client.get("/benchmarks/rms_norm/").content.decode()
+    )
+    services.attestation_moderate(
+        attestations=Attestation.objects.all(), moderator=staff, state="approved"
+    )
+    page = client.get("/benchmarks/rms_norm/").content.decode()
+    section = page.split('id="measured-reproductions"')[1].split("</section>")[0]
+    # The liger row about -4.1 %, the huggingface row about -0.2 %.
+    low, high = sorted(a.delta_percent() for a in Attestation.objects.with_related())
+    assert round(low, 1) == -4.1 and round(high, 1) == -0.2
+    assert "<td>2</td><td>2</td>" in section
+    assert f"{low:.1f} % · {(low + high) / 2:.1f} % · {high:.1f} % (2 compared)" in section
+    assert "H200" in section
+    other = client.get("/benchmarks/swiglu/").content.decode()
+    assert "Measured reproductions by GPU" not in other
+
+
+def test_moderators_see_the_files_diagnostics_in_the_admin(ci_runs, owner, staff, client):
+    from tests.factories_community import login_staff
+
+    item = services.reproduction_from_result(
+        run=ci_runs["f459ed2b"], author=owner, document=_real("f459ed2b")
+    )
+    login_staff(client, staff)
+    listing = client.get("/admin/attestations/attestation/").content.decode()
+    assert "measured with kirunner 0.1.0 on NVIDIA H200 by alice" in listing
+    assert "-4.1 % vs published" in listing
+    page = client.get(f"/admin/attestations/attestation/{item.pk}/change/").content.decode()
+    section = page.split('class="result-diagnostics"')[1].split("</pre>")[0]
+    for fact in (
+        "device-bound",
+        "&quot;smMHz&quot;: 1980",
+        "&quot;throttled&quot;: []",
+        "&quot;maxAbsErr&quot;",
+        "NVIDIA H200",
+        "&quot;usedRevision&quot;: &quot;0.6.0&quot;",
+    ):
+        assert fact in section, fact  # fmt: skip

@@ -30,6 +30,7 @@ from runs.models import (
     Source,
 )
 from runs.pages import charts, run_parts
+from runs.pages.ledger import ledger_lines
 from runs.pages.presenters import (
     BadChoice,
     benchmark_panels,
@@ -360,7 +361,12 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "runs/source_ledger.html",
-        {"source": source, "page": page, "canonical": _canonical(request)},
+        {
+            "source": source,
+            "page": page,
+            "lines": ledger_lines(source.slug, page),
+            "canonical": _canonical(request),
+        },
     )
 
 
@@ -370,7 +376,9 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
     imports = list(ImportRecord.objects.filter(source=source).select_related("publication")[:100])
     for record in imports:
-        record.file_name, record.file_url = upstream_file(source.slug, record.location)
+        record.file_name, record.file_url = upstream_file(
+            source.slug, record.location, record.upstream_commit
+        )
     stats = source_stats(source.pk)
     revisions = (
         Run.objects.filter(source=source, revision__gt=1)

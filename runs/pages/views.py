@@ -33,6 +33,7 @@ from runs.pages import charts, run_parts
 from runs.pages.ledger import ledger_lines
 from runs.pages.presenters import (
     BadChoice,
+    benchmark_groups,
     benchmark_panels,
     benchmark_view,
     comparability,
@@ -101,7 +102,11 @@ def _home_catalogue() -> dict:
     for source in sources:
         source.last = counts["last_import"].get(source.pk)
     return {
-        "benchmarks": counted(catalogue["benchmark"], "benchmark"),
+        "benchmark_groups": benchmark_groups(
+            counted(catalogue["benchmark"], "benchmark"),
+            counts.get("benchmark_source", {}),
+            {s.pk: s.name for s in catalogue["source"]},
+        ),
         "gpus": counted(catalogue["gpu"], "gpu"),
         "sources": sources,
         "totals": {"n": counts["total"], "first": counts["first"]},

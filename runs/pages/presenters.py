@@ -53,7 +53,7 @@ def x_label(x) -> str:
     if x is None:
         return "one workload"
     if isinstance(x, float):
-        return f"{x:.3f}".rstrip("0").rstrip(".")
+        return str(int(x)) if x.is_integer() else f"{x:.6g}"
     return str(x)
 
 
@@ -348,7 +348,7 @@ _DIMS = [
 _DIM_TITLES = {"source": "Source", "gpu": "GPU", "pass": "Pass", "metric": "Metric"}
 
 
-def pluralize(n: int) -> str:
+def _plural(n: int) -> str:
     return "" if n == 1 else "s"
 
 
@@ -427,7 +427,7 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     index = min(int(workload), len(candidates))
     if int(workload) > len(candidates):
         notes.append(
-            f"This choice has {len(candidates)} workload{pluralize(len(candidates))}; "
+            f"This choice has {len(candidates)} workload{_plural(len(candidates))}; "
             f"showing the {_workload_label(candidates[index - 1])}."
         )
     chosen["workload"] = str(index)

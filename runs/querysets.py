@@ -46,12 +46,19 @@ class RunQuerySet(models.QuerySet):
         cells = self.order_by().values_list("benchmark", "environment__gpu", "source")
         cells = cells.annotate(n=Count("id"), first=Min("observed_at"))
         counts: dict = {"benchmark": {}, "gpu": {}, "source": {}, "total": 0, "first": None}
+        per_source: dict[tuple[int, int], int] = {}
         for benchmark, gpu, source, n, first in cells:
             for name, key in (("benchmark", benchmark), ("gpu", gpu), ("source", source)):
                 counts[name][key] = counts[name].get(key, 0) + n
+            per_source[benchmark, source] = per_source.get((benchmark, source), 0) + n
             counts["total"] += n
             if counts["first"] is None or first < counts["first"]:
                 counts["first"] = first
+        # Each benchmark's main source (the one with most of its runs), for grouping lists.
+        main: dict[int, tuple[int, int]] = {}
+        for (benchmark, source), n in per_source.items():
+            main[benchmark] = max(main.get(benchmark, (0, 0)), (n, source))
+        counts["benchmark_source"] = {b: source for b, (_, source) in main.items()}
         return counts
 
     def with_related(self) -> RunQuerySet:

@@ -17,17 +17,9 @@ from dataclasses import dataclass, field
 from html import unescape
 from urllib.parse import parse_qsl, urlsplit
 
-# Where pages may link off the site: the upstream projects and their licences, nothing else.
-UPSTREAM_HOSTS = {
-    "github.com",
-    "raw.githubusercontent.com",
-    "arxiv.org",
-    "opensource.org",
-    "www.apache.org",
-    "spdx.org",
-    "kernelbench.org",
-    "scalingintelligence.stanford.edu",
-}
+# Where pages may link off the site: the upstream projects' repositories, nothing else (and
+# the SVG namespace, www.w3.org, which is a name, not a link).
+UPSTREAM_HOSTS = {"github.com", "raw.githubusercontent.com"}
 HREF = re.compile(r'\b(?:href|src|action)="([^"]*)"')
 ABSOLUTE = re.compile(r"""https?://[^\s"'<>\\)]+""")
 # Links that change state, download exports or leave pages; never followed.

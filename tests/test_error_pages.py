@@ -56,3 +56,9 @@ def test_a_server_error_does_not_promise_that_retrying_helps(debug):
 def test_permission_denied_is_the_sites_page(client, debug):
     text = _site_page(client.get("/forbidden/"), 403)
     assert "Not allowed" in text and "Log in" in text
+
+
+def test_a_form_without_its_csrf_token_gets_the_sites_page(debug):
+    client = Client(enforce_csrf_checks=True)
+    text = _site_page(client.post("/accounts/login/", {"login": "x", "password": "y"}), 403)
+    assert "This form could not be accepted" in text and "Nothing was saved" in text

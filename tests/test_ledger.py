@@ -68,7 +68,7 @@ def test_ledger_page_per_source(entry, client, django_assert_max_num_queries):
         page = client.get("/sources/kernelbench/ledger/")
     text = page.content.decode()
     assert page.status_code == 200
-    assert text.count("baseline_time_torch") == 2
+    assert text.count('<code class="wrap">H100_Modal/baseline_time_torch') == 2
     assert entry.sha256 in text and "14a3f7bd2f9c" in text
     assert client.get("/sources/nope/ledger/").status_code == 404
     assert client.get("/sources/kernelbench/ledger/?page=99").status_code == 200

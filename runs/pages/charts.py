@@ -14,6 +14,7 @@ from html import escape
 # Colour-blind-safe palette (Okabe-Ito), in legend order.
 PALETTE = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#f0e442"]
 MARKERS = ["circle", "square", "diamond", "triangle"]
+LEGEND_ROW = 24
 
 
 @dataclass
@@ -119,7 +120,8 @@ def line_chart(
     if x_names is not None:
         xs = list(range(len(x_names)))
     left, right, top, bottom = 72, 16, 16, 48
-    legend_h = 18 * len(series)
+    # Legend rows have room for the larger text phones get (site.css).
+    legend_h = LEGEND_ROW * len(series)
     plot_w, plot_h = width - left - right, height - top - bottom
     total_h = height + legend_h
     fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
@@ -204,7 +206,7 @@ def line_chart(
         out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         out.extend(_marker(marker, px(x), py(y), colour) for x, y in pts)
         out.append("</g>")
-        ly = height + 18 * i + 4
+        ly = height + LEGEND_ROW * i + 8
         out.append(
             f'<g class="legend-item">{_marker(marker, left + 6, ly, colour, "")}'
             f'<line x1="{left - 4}" x2="{left + 16}" y1="{ly}" y2="{ly}" stroke="{colour}" '

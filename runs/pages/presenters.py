@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -52,7 +53,7 @@ def x_label(x) -> str:
     if x is None:
         return "one workload"
     if isinstance(x, float):
-        return f"{x:.3f}".rstrip("0").rstrip(".")
+        return str(int(x)) if x.is_integer() else f"{x:.6g}"
     return str(x)
 
 
@@ -212,26 +213,67 @@ def comparability(a, b) -> tuple[bool, str]:
     return False, "Not comparable: " + ", ".join(reasons) + "."
 
 
+def natural_key(text: str) -> list:
+    """Numbers in text sort as numbers: "2_ReLU" before "26_GELU", "L2" before "L10"."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", text)]
+
+
+@dataclass
+class BenchmarkGroup:
+    title: str  # the family where titles name one ("KernelBench L1"), else the source's name
+    benchmarks: list
+    runs: int
+    open: bool = False
+
+
+def benchmark_groups(benchmarks: list, main_source: dict, source_names: dict) -> list:
+    """The home page's benchmark list: grouped by each benchmark's main source and, where
+    titles read "<family> · <name>" (KernelBench's levels), by family instead; the group with
+    the most runs first and open, the others folded; names in natural order."""
+    groups: dict[str, BenchmarkGroup] = {}
+    for benchmark in benchmarks:
+        family, _, name = benchmark.title.rpartition(" · ")
+        source = source_names.get(main_source.get(benchmark.pk), "")
+        title = family or source
+        group = groups.setdefault(title, BenchmarkGroup(title, [], 0))
+        benchmark.short_title = name
+        group.benchmarks.append(benchmark)
+        group.runs += benchmark.n
+    for group in groups.values():
+        group.benchmarks.sort(key=lambda b: natural_key(b.title))
+    ordered = sorted(groups.values(), key=lambda g: (-g.runs, natural_key(g.title)))
+    if ordered:
+        ordered[0].open = True
+    return ordered
+
+
 # Where each source's files live upstream; an import's location is a path on the machine that
 # imported it, which means nothing to a reader (and says more about that machine than it should).
+# (path components kept, upstream repository and folder; {commit} is the fetch's commit)
 UPSTREAM_FILES = {
     "liger-kernel-bench": (
-        1, "https://github.com/linkedin/Liger-Kernel/blob/main/benchmark/data/{name}"
+        1, "https://github.com/linkedin/Liger-Kernel", "blob/main/benchmark/data/{name}"
     ),
     "liger-kernel-ci": (
-        2, "https://github.com/linkedin/Liger-Kernel/blob/gh-pages/benchmarks/{name}"
+        2, "https://github.com/linkedin/Liger-Kernel", "blob/gh-pages/benchmarks/{name}"
+    ),
+    "kernelbench": (
+        2, "https://github.com/ScalingIntelligence/KernelBench",
+        "blob/{commit}/results/timing/{name}",
     ),
 }  # fmt: skip
 
 
-def upstream_file(source_slug: str, location: str) -> tuple[str, str]:
+def upstream_file(source_slug: str, location: str, commit: str = "") -> tuple[str, str]:
     """(file name as upstream names it, link to it or "") for an import's location."""
     if location.startswith(("http://", "https://")):
         return location.rstrip("/").rsplit("/", 1)[-1], location
     parts = location.replace("\\", "/").rstrip("/").split("/")
-    depth, pattern = UPSTREAM_FILES.get(source_slug, (1, ""))
+    depth, repository, pattern = UPSTREAM_FILES.get(source_slug, (1, "", ""))
     name = "/".join(parts[-depth:])
-    return name, pattern.format(name=name) if pattern else ""
+    if not pattern:
+        return name, ""
+    return name, f"{repository}/{pattern.format(name=name, commit=commit or 'main')}"
 
 
 # The benchmark page: one plot at a time, chosen by links that keep the choice in the URL.
@@ -306,7 +348,7 @@ _DIMS = [
 _DIM_TITLES = {"source": "Source", "gpu": "GPU", "pass": "Pass", "metric": "Metric"}
 
 
-def pluralize(n: int) -> str:
+def _plural(n: int) -> str:
     return "" if n == 1 else "s"
 
 
@@ -385,7 +427,7 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     index = min(int(workload), len(candidates))
     if int(workload) > len(candidates):
         notes.append(
-            f"This choice has {len(candidates)} workload{pluralize(len(candidates))}; "
+            f"This choice has {len(candidates)} workload{_plural(len(candidates))}; "
             f"showing the {_workload_label(candidates[index - 1])}."
         )
     chosen["workload"] = str(index)

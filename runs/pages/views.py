@@ -30,8 +30,10 @@ from runs.models import (
     Source,
 )
 from runs.pages import charts, run_parts
+from runs.pages.ledger import ledger_lines
 from runs.pages.presenters import (
     BadChoice,
+    benchmark_groups,
     benchmark_panels,
     benchmark_view,
     comparability,
@@ -100,7 +102,11 @@ def _home_catalogue() -> dict:
     for source in sources:
         source.last = counts["last_import"].get(source.pk)
     return {
-        "benchmarks": counted(catalogue["benchmark"], "benchmark"),
+        "benchmark_groups": benchmark_groups(
+            counted(catalogue["benchmark"], "benchmark"),
+            counts.get("benchmark_source", {}),
+            {s.pk: s.name for s in catalogue["source"]},
+        ),
         "gpus": counted(catalogue["gpu"], "gpu"),
         "sources": sources,
         "totals": {"n": counts["total"], "first": counts["first"]},
@@ -365,7 +371,12 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "runs/source_ledger.html",
-        {"source": source, "page": page, "canonical": _canonical(request)},
+        {
+            "source": source,
+            "page": page,
+            "lines": ledger_lines(source.slug, page),
+            "canonical": _canonical(request),
+        },
     )
 
 
@@ -375,7 +386,9 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
     imports = list(ImportRecord.objects.filter(source=source).select_related("publication")[:100])
     for record in imports:
-        record.file_name, record.file_url = upstream_file(source.slug, record.location)
+        record.file_name, record.file_url = upstream_file(
+            source.slug, record.location, record.upstream_commit
+        )
     stats = source_stats(source.pk)
     revisions = (
         Run.objects.filter(source=source, revision__gt=1)

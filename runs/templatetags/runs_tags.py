@@ -10,6 +10,7 @@ from django.utils.safestring import mark_safe
 
 from runs.models import Evidence
 from runs.pages import listing
+from runs.pages.native import native_values as _native_values
 
 register = template.Library()
 
@@ -26,8 +27,9 @@ def _decimals(scaled: float) -> int:
     return 3
 
 
-def scale(value: float | int | None, unit: str, sep: str = " ") -> str:
-    """385536 ns -> "385.5 µs"; 39007436 B -> "37.2 MiB"."""
+def scale(value: float | int | None, unit: str, sep: str = " ", digits: int = 0) -> str:
+    """385536 ns -> "385.5 µs"; 39007436 B -> "37.2 MiB"; with `digits`, that many
+    significant digits (69400 ns, 3 -> "69.4 µs")."""
     if value is None:
         return "—"
     units = _TIME_UNITS if unit == "ns" else _BYTE_UNITS if unit == "B" else [(1, unit)]
@@ -36,8 +38,10 @@ def scale(value: float | int | None, unit: str, sep: str = " ") -> str:
             if factor == 1:
                 return f"{value:g}{sep}{name}"
             scaled = value / factor
-            digits = 1 if unit == "B" else _decimals(abs(scaled))
-            return f"{scaled:.{digits}f}{sep}{name}"
+            if digits:
+                return f"{scaled:.{digits}g}{sep}{name}"
+            decimals = 1 if unit == "B" else _decimals(abs(scaled))
+            return f"{scaled:.{decimals}f}{sep}{name}"
     return f"{value}{sep}{unit}"  # pragma: no cover - the loop always returns
 
 
@@ -70,6 +74,16 @@ def group_slug(key: str) -> str:
 @register.filter
 def shape(dims) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+@register.filter
+def native_values(run) -> list[tuple[str, str]]:
+    """The source's own figures as (label, text): 'p20 384.7 µs', 'trials 100', 'hardware
+    NVIDIA H100 80GB HBM3'; the exact values stay in the manifest."""
+    return [
+        (label, scale(value, unit, digits=digits) if unit else str(value))
+        for label, value, unit, digits in _native_values(run.source_metrics or {})
+    ]
 
 
 @register.filter

@@ -60,3 +60,18 @@ def test_maintainer_without_a_terminal_says_how(db, monkeypatch, password_stdin)
             "maintainer", "root", email="root@example.org", password_stdin=password_stdin,
             stdout=io.StringIO(),
         )  # fmt: skip
+
+
+def test_readme_documents_password_stdin_and_what_the_test_extra_installs():
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    assert "--password-stdin" in readme
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    extra = project["optional-dependencies"]["test"]
+    paragraph = next(p for p in readme.split("\n\n") if "The test extra" in p)
+    for heavy in ("torch", "transformers"):
+        assert any(d.startswith(heavy) for d in extra)
+        assert re.search(rf"{heavy}( takes)? \d+ MB", paragraph), heavy

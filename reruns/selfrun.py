@@ -15,10 +15,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
 from django.urls import reverse
 
 import kirunner
+from kernelindex.origin import site_root
 from kirunner.runner import support_problem
 from reruns.controlled import job_document_for
 from runs.models import Run
@@ -55,8 +55,8 @@ def reproduce_for(run: Run) -> Reproduce:
     if problem is not None:
         return Reproduce(problem=problem)
     job_name = f"job-{run.public_id}.json"
-    job_url = settings.SITE_ROOT + reverse("reruns:job_file", args=[run.public_id])
-    archive = settings.SITE_ROOT + reverse("reruns:runner_archive", args=[kirunner.__version__])
+    job_url = site_root() + reverse("reruns:job_file", args=[run.public_id])
+    archive = site_root() + reverse("reruns:runner_archive", args=[kirunner.__version__])
     packages = [f'"kirunner[gpu] @ {archive}"']
     if run.implementation.provider_key == "liger":
         release = _liger_release(run)

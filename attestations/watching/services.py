@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
 from django.core import signing
 from django.core.mail import EmailMessage
 from django.db.models import Q
@@ -25,6 +24,7 @@ from django.utils import timezone
 
 from attestations.models import Attestation
 from attestations.watching.models import Notice, Watch
+from kernelindex.origin import site_root
 from runs.changes.models import CellChange
 from runs.models import ComparisonGroup, EvidenceEvent, Publication, Source
 
@@ -262,11 +262,11 @@ def _deliver(batch: str, notices: list[Notice]) -> int:
 
 def _unsubscribe_url(user, watch: Watch | None = None) -> str:
     token = unsubscribe_token(user=user, watch=watch)
-    return settings.SITE_ROOT + reverse("attestations:unsubscribe", args=[token])
+    return site_root() + reverse("attestations:unsubscribe", args=[token])
 
 
 def _email(user, rows: list[Notice]) -> None:
-    site = settings.SITE_ROOT
+    site = site_root()
     lines = [f"- {n.line}\n  {site}{n.url}" for n in rows[:EMAIL_LINES]]
     if len(rows) > EMAIL_LINES:
         lines.append(f"- and {len(rows) - EMAIL_LINES} more; the pages above list them all.")

@@ -5,11 +5,11 @@ index of CellChange.Meta."""
 from __future__ import annotations
 
 import django_filters
-from django.conf import settings
 from django.utils.decorators import method_decorator
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 
+from kernelindex.origin import site_root
 from runs.api.views import StrictCursorPagination, StrictQueryMixin
 from runs.changes.models import CellChange
 from runs.models import Benchmark, Source
@@ -72,7 +72,7 @@ class ChangeSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.URLField())
     def get_url(self, change: CellChange) -> str:
-        return f"{settings.SITE_ROOT}{change.run.get_absolute_url()}#history"
+        return f"{site_root()}{change.run.get_absolute_url()}#history"
 
 
 @method_decorator(public_page, name="dispatch")

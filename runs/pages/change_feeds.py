@@ -4,12 +4,12 @@ or improvement) is an entry, newest first, its guid stable across recomputations
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.syndication.views import Feed
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
 
+from kernelindex.origin import site_root
 from runs.changes.models import CellChange
 from runs.models import Benchmark, Run, Source
 
@@ -26,7 +26,7 @@ class _ChangesFeed(Feed):
         return self.changes(obj).reported().with_related().order_by("-detected_at", "-id")[:ENTRIES]
 
     def item_link(self, item: CellChange) -> str:
-        return f"{settings.SITE_ROOT}{item.run.get_absolute_url()}#history"
+        return f"{site_root()}{item.run.get_absolute_url()}#history"
 
     def item_title(self, item: CellChange) -> str:
         run = item.run
@@ -53,7 +53,7 @@ class _ChangesFeed(Feed):
     def item_guid(self, item: CellChange) -> str:
         # Detection replaces rows; the point itself is what identifies an entry.
         return (
-            f"{settings.SITE_ROOT}/changes/{item.source.slug}/{item.cell_key[7:23]}/"
+            f"{site_root()}/changes/{item.source.slug}/{item.cell_key[7:23]}/"
             f"{item.provider_key}/{item.publication.slug}/{item.direction}"
         )
 
@@ -77,10 +77,10 @@ class SourceChangesFeed(_ChangesFeed):
         return f"KernelIndex: changes detected in {obj.name}"
 
     def link(self, obj: Source) -> str:
-        return settings.SITE_ROOT + reverse("runs:source-changes", args=[obj.slug])
+        return site_root() + reverse("runs:source-changes", args=[obj.slug])
 
     def feed_url(self, obj: Source) -> str:
-        return settings.SITE_ROOT + reverse("runs:feed-source-changes", args=[obj.slug])
+        return site_root() + reverse("runs:feed-source-changes", args=[obj.slug])
 
     def changes(self, obj: Source):
         return CellChange.objects.filter(source=obj)
@@ -94,10 +94,10 @@ class BenchmarkChangesFeed(_ChangesFeed):
         return f"KernelIndex: changes detected in {obj.title}"
 
     def link(self, obj: Benchmark) -> str:
-        return settings.SITE_ROOT + obj.get_absolute_url()
+        return site_root() + obj.get_absolute_url()
 
     def feed_url(self, obj: Benchmark) -> str:
-        return settings.SITE_ROOT + reverse("runs:feed-benchmark-changes", args=[obj.slug])
+        return site_root() + reverse("runs:feed-benchmark-changes", args=[obj.slug])
 
     def changes(self, obj: Benchmark):
         return CellChange.objects.filter(benchmark=obj)
@@ -111,10 +111,10 @@ class CellChangesFeed(_ChangesFeed):
         return f"KernelIndex: changes detected in the cell of run {obj.public_id} ({obj.title})"
 
     def link(self, obj: Run) -> str:
-        return f"{settings.SITE_ROOT}{obj.get_absolute_url()}#history"
+        return f"{site_root()}{obj.get_absolute_url()}#history"
 
     def feed_url(self, obj: Run) -> str:
-        return settings.SITE_ROOT + reverse("runs:feed-cell-changes", args=[obj.public_id])
+        return site_root() + reverse("runs:feed-cell-changes", args=[obj.public_id])
 
     def changes(self, obj: Run):
         return CellChange.objects.filter(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
+from kernelindex.origin import site_root
 from runs.changes import detect
 from runs.changes.pages import (
     PUBLICATIONS_PER_PAGE,
@@ -34,6 +34,6 @@ def source_changes(request: HttpRequest, slug: str) -> HttpResponse:
             "sections": publications_changes(list(page.object_list)),
             "summary": source_summary(source),
             "rule": detect,
-            "canonical": settings.SITE_ROOT + request.path,
+            "canonical": site_root() + request.path,
         },
     )

@@ -277,6 +277,9 @@ COMMUNITY_IP_RATE_LIMITS = {
     "report": (200, 3600),
     "token": (100, 3600),
 }
+# Failed bearer-token authentications per address (count, window in seconds): past it the
+# address is answered 429 before any token it sends is looked up.
+API_TOKEN_FAILURES = (20, 600)
 COMMUNITY_MAX_BODY_CHARS = 20_000
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

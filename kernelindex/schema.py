@@ -112,7 +112,7 @@ def _add_exports(result: dict) -> None:
     after = {
         "in": "query",
         "name": "after",
-        "schema": {"type": "integer", "minimum": 0},
+        "schema": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},  # 18 digits
         "description": "Resume after this run id: the `next` of a partial trailer names it.",
     }
     for path, (media, name, trailer) in EXPORTS.items():

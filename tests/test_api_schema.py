@@ -80,3 +80,6 @@ def test_the_docs_page_lists_errors_once_and_what_lists_hold(client, db):
     row = re.search(r"<code>commit_url</code>.*?</td><td>(.*?)</td>", page, re.S)
     assert row and "object" not in row.group(1) and "string" in row.group(1)
     assert "GET /api/v1/runs/export.csv" in page and "GET /api/v1/runs/export.jsonl" in page
+    # Field tables fold under their heading: the page is an index, each table a click away.
+    assert page.count("<details><summary><h3>Response 200") >= 10
+    assert page.count("<h3>Response 4") == 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from kernelindex import jsonbounds
 from reruns import services, signing
@@ -95,6 +95,15 @@ def run_runner(job_doc: dict, beat=None) -> dict:
             raise RunnerFailed(f"the runner wrote a result that is not JSON: {exc}") from None
 
 
+def _beat(job) -> None:
+    """One heartbeat; a database that does not answer for a moment must not stop a GPU
+    measurement (a job silent for the whole timeout is requeued, which is the point)."""
+    try:
+        services.rerun_heartbeat(job=job)
+    except DatabaseError as exc:
+        log.warning("heartbeat of job %s not written: %s", job.uuid, exc)
+
+
 @shared_task(
     bind=True,
     acks_late=True,
@@ -115,7 +124,7 @@ def rerun_execute(self, job_pk: int) -> str:
     if not connection.in_atomic_block:
         connection.close()
     try:
-        result = run_runner(document, beat=lambda: services.rerun_heartbeat(job=job))
+        result = run_runner(document, beat=lambda: _beat(job))
         key_id, key = signing.worker_key()
         signing.envelope_sign(result, key_id, key)
     except (RunnerFailed, SoftTimeLimitExceeded, signing.SigningError) as exc:

@@ -115,8 +115,9 @@ class PublicRunField(CheckedSlugField):
         super().__init__(slug_field="public_id", queryset=Run.objects.public(), **kwargs)
 
 
-# A measured value as text, as DecimalField reads it: the schema's pattern is the field's own
-# bounds (not negative, 18 digits, 6 places), so a value the schema allows is accepted.
+# A measured value as text: the schema's pattern is within the field's bounds (not negative,
+# 18 digits, 6 places), so every value the schema allows is accepted (the field also reads a
+# JSON number, as before).
 MEASURED = {"type": "string", "pattern": r"^\d{1,18}(\.\d{1,6})?$", "nullable": True}
 # An http(s) link with a host (the validator below), or empty.
 HTTP_LINK = r"^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?)?$"

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reruns', '0002_reject_implausible'),
+        ("reruns", "0002_reject_implausible"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='rerunjob',
-            name='heartbeat_at',
+            model_name="rerunjob",
+            name="heartbeat_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -3,10 +3,17 @@ same services as the pages; rules live in the services only."""
 
 from __future__ import annotations
 
+import re
+
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.core.validators import URLValidator
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import exceptions, generics, permissions, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -23,13 +30,21 @@ class NewestFirst(CursorPagination):
     page_size = 50
 
 
+class Unprocessable(exceptions.ValidationError):
+    """Input the schema allows that breaks a rule it cannot state (a reproduction without a
+    median, p20 above the median, a unit of the other metric): 422, so a 400 always means the
+    request did not match the schema."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+
+
 def _service_call(fn, **kwargs):
     """Map the services' refusals onto HTTP answers."""
     try:
         return fn(**kwargs)
     except DjangoValidationError as exc:
         detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
-        raise exceptions.ValidationError(detail) from None
+        raise Unprocessable(detail) from None
     except services.WrongState as exc:
         raise Conflict(str(exc)) from None
     except services.NotAllowed as exc:
@@ -79,34 +94,95 @@ class AttestationSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+PUBLIC_ID = "^[0-9a-f]{8}$"
+
+
 class CheckedSlugField(serializers.SlugRelatedField):
-    """A related object by a slug, the text checked before it reaches the database: a NUL byte
-    or an overlong value is a 400 here, where PostgreSQL would raise (form-encoded bodies do
-    not pass through the JSON parser's check)."""
+    """A related object by a slug. The text is checked before it reaches the database (a NUL
+    byte or an overlong value is a 400 here, where PostgreSQL would raise; form-encoded bodies
+    do not pass through the JSON parser's check); a well-formed slug that names nothing is a
+    404 naming the field, as the object's own URL would answer."""
+
+    pattern: str | None = None
 
     def to_internal_value(self, data):
-        if not isinstance(data, str) or "\x00" in data or len(data) > 100:
+        bad = not isinstance(data, str) or "\x00" in data or len(data) > 100
+        if bad or (self.pattern and not re.fullmatch(self.pattern, data)):
             self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:64])
-        return super().to_internal_value(data)
+        try:
+            return self.get_queryset().get(**{self.slug_field: data})
+        except ObjectDoesNotExist:
+            raise exceptions.NotFound(
+                {self.field_name: [f"Nothing has the id {data!r}."]}
+            ) from None
 
 
+@extend_schema_field({"type": "string", "pattern": PUBLIC_ID, "example": "8827e3bb"})
 class PublicRunField(CheckedSlugField):
-    """A run by its public id."""
+    """A current run by its public id."""
+
+    pattern = PUBLIC_ID
 
     def __init__(self, **kwargs):
         super().__init__(slug_field="public_id", queryset=Run.objects.public(), **kwargs)
 
 
-class _MeasuredInput(serializers.Serializer):
-    median = serializers.DecimalField(
-        max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
-    )
-    p20 = serializers.DecimalField(
-        max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
-    )
-    p80 = serializers.DecimalField(
-        max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
-    )
+# A measured value as text: the schema's pattern is within the field's bounds (not negative,
+# 18 digits, 6 places), so every value the schema allows is accepted (the field also reads a
+# JSON number, as before).
+MEASURED = {"type": "string", "pattern": r"^\d{1,18}(\.\d{1,6})?$", "nullable": True}
+# An http(s) link with a host (the validator below), or empty.
+HTTP_LINK = r"^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?)?$"
+
+
+@extend_schema_field(MEASURED)
+class MeasuredField(serializers.DecimalField):
+    def __init__(self, **kwargs):
+        super().__init__(
+            max_digits=24, decimal_places=6, min_value=0, required=False, allow_null=True
+        )
+
+
+@extend_schema_field({"type": "string", "pattern": HTTP_LINK, "maxLength": 500})
+class HttpLinkField(serializers.CharField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=500, required=False)
+
+    def run_validation(self, data=serializers.empty):
+        # Empty means "no link"; the pattern allows it (allow_blank would add a schema
+        # alternative that "" also matches, which oneOf forbids).
+        return "" if data == "" else super().run_validation(data)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value and not re.fullmatch(HTTP_LINK, value):
+            raise serializers.ValidationError("An http(s) link with a host name, or empty.")
+        return value
+
+
+class RejectUnknownFields:
+    """A body field the endpoint does not know is a 400 naming it, as an unknown query
+    parameter is: a typo ("medain") must not be dropped in silence. The schema says so
+    (additionalProperties: false)."""
+
+    def to_internal_value(self, data):
+        known = {name for name, field in self.fields.items() if not field.read_only}
+        unknown = sorted(str(key)[:40] for key in getattr(data, "keys", list)() if key not in known)
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    "body": [
+                        f"Unknown field(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}."
+                    ]
+                }
+            )
+        return super().to_internal_value(data)
+
+
+class _MeasuredInput(RejectUnknownFields, serializers.Serializer):
+    median = MeasuredField()
+    p20 = MeasuredField()
+    p80 = MeasuredField()
     input_unit = serializers.ChoiceField(
         choices=ALL_UNITS, required=False, help_text="Unit of median/p20/p80 as sent"
     )
@@ -118,12 +194,7 @@ class _MeasuredInput(serializers.Serializer):
     torch_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
     other_versions = serializers.CharField(max_length=300, required=False, allow_blank=True)
     harness = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    commit_url = serializers.URLField(
-        max_length=500,
-        required=False,
-        allow_blank=True,
-        validators=[URLValidator(schemes=["http", "https"])],
-    )
+    commit_url = HttpLinkField()
     body = serializers.CharField(max_length=20_000, required=False, allow_blank=True)
 
 
@@ -141,7 +212,7 @@ class AttestationUpdateSerializer(_MeasuredInput):
     pass
 
 
-class ReportSerializer(serializers.ModelSerializer):
+class ReportSerializer(RejectUnknownFields, serializers.ModelSerializer):
     run = PublicRunField()
     category = serializers.ChoiceField(choices=ReportCategory.choices)
     text = serializers.CharField(max_length=20_000)
@@ -171,7 +242,7 @@ def _measurement(data: dict, run: Run, *, partial: bool) -> services.Measurement
             name: to_stored(data.get(name), unit, run.unit) for name in ("median", "p20", "p80")
         }
     except ValueError as exc:
-        raise exceptions.ValidationError({"input_unit": [str(exc)]}) from None
+        raise Unprocessable({"input_unit": [str(exc)]}) from None
     return services.Measurement(**values, unit=run.unit)
 
 

@@ -3,10 +3,11 @@ its settings, before the API views (and their imports) can be."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from attestations import services, staffmfa
+from attestations import ratelimit, services, staffmfa
 
 
 class TokenAuthentication(authentication.BaseAuthentication):
@@ -18,10 +19,21 @@ class TokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
+        # Tokens are too long to guess, but an address that keeps sending wrong ones is told to
+        # stop before another is looked up (defence in depth, counted per address).
+        if ratelimit.token_failures_exceeded(request):
+            limit, window = settings.API_TOKEN_FAILURES
+            raise exceptions.Throttled(
+                wait=window,
+                detail=f"Too many failed token authentications from this address ({limit} in "
+                f"{window // 60} minutes). Please wait and try again.",
+            )
         if len(header) != 2:
+            ratelimit.token_failure(request)
             raise exceptions.AuthenticationFailed("Expected 'Authorization: Bearer <token>'.")
         user = services.token_authenticate(header[1].decode("ascii", errors="replace"))
         if user is None:
+            ratelimit.token_failure(request)
             raise exceptions.AuthenticationFailed("Unknown or revoked token.")
         # A bearer token is a password-strength credential: it never acts as staff.
         if user.is_staff or user.is_superuser:

@@ -53,6 +53,22 @@ def consume(request: HttpRequest, kind: str) -> bool:
     return all(count <= most for count, most in counts)
 
 
+def token_failures_key(address: str) -> str:
+    return f"token-failures:ip:{address}"
+
+
+def token_failures_exceeded(request: HttpRequest) -> bool:
+    """True when this address has failed bearer authentication API_TOKEN_FAILURES times in
+    the window: it is refused before any token it sends is looked up."""
+    limit, _ = settings.API_TOKEN_FAILURES
+    return (cache.get(token_failures_key(client_ip(request))) or 0) >= limit
+
+
+def token_failure(request: HttpRequest) -> None:
+    """Count one failed bearer authentication against the address."""
+    _bump(token_failures_key(client_ip(request)), settings.API_TOKEN_FAILURES[1])
+
+
 def message(kind: str) -> str:
     limit, window = settings.COMMUNITY_RATE_LIMITS[kind]
     minutes = max(1, window // 60)

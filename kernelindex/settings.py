@@ -289,6 +289,9 @@ COMMUNITY_IP_RATE_LIMITS = {
     "report": (200, 3600),
     "token": (100, 3600),
 }
+# Failed bearer-token authentications per address (count, window in seconds): past it the
+# address is answered 429 before any token it sends is looked up.
+API_TOKEN_FAILURES = (20, 600)
 COMMUNITY_MAX_BODY_CHARS = 20_000
 # A runner's result file (attestations/measured.py): a real one is tens of kB (every sample
 # included); anything past this is refused before it is read.
@@ -313,6 +316,11 @@ LOGGING = {
 # never hands a still-running job to a second worker.
 RERUN_HARD_TIME_LIMIT = envint("KERNELINDEX_RERUN_HARD_LIMIT", "3600")  # seconds
 RERUN_SOFT_TIME_LIMIT = RERUN_HARD_TIME_LIMIT - max(30, RERUN_HARD_TIME_LIMIT // 10)
+# A running job beats this often; one silent for RERUN_HEARTBEAT_TIMEOUT lost its worker and the
+# sweeper (every minute) requeues it: a whole worker SIGKILLed costs minutes, not the broker's
+# visibility timeout.
+RERUN_HEARTBEAT_EVERY = envint("KERNELINDEX_RERUN_HEARTBEAT_EVERY", "30")  # seconds
+RERUN_HEARTBEAT_TIMEOUT = envint("KERNELINDEX_RERUN_HEARTBEAT_TIMEOUT", "180")  # seconds
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RERUN_HARD_TIME_LIMIT + 1800}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

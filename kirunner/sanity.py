@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 # Result units -> nanoseconds or bytes, as the server stores them.
@@ -198,8 +199,6 @@ def _latency_bounds(
 def elapsed_seconds(started: Any, finished: Any) -> float | None:
     """finishedAt - startedAt of a result in seconds, or None where either is missing or not
     an ISO 8601 time with a zone."""
-    from datetime import datetime
-
     try:
         start = datetime.fromisoformat(str(started).replace("Z", "+00:00"))
         end = datetime.fromisoformat(str(finished).replace("Z", "+00:00"))

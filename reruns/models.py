@@ -81,6 +81,9 @@ class RerunJob(models.Model):
     issued_at = models.DateTimeField(null=True, blank=True, help_text="Approved and queued")
     dispatched_at = models.DateTimeField(null=True, blank=True, help_text="Last sent to broker")
     started_at = models.DateTimeField(null=True, blank=True)
+    # Written by the running task every RERUN_HEARTBEAT_EVERY seconds: a job whose beat stops
+    # lost its worker (even one SIGKILLed whole) and is requeued by the sweeper within minutes.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     # Ordered for a GPU host without broker access: exported as a job file and imported as a

@@ -23,3 +23,7 @@ class RerunJobQuerySet(models.QuerySet):
 
     def running_since_before(self, moment: datetime) -> RerunJobQuerySet:
         return self.filter(state="running", started_at__lt=moment)
+
+    def silent_since(self, moment: datetime) -> RerunJobQuerySet:
+        """Running, and no heartbeat since `moment`: the worker is gone."""
+        return self.filter(state="running", heartbeat_at__lt=moment)

@@ -176,8 +176,10 @@ def rerun_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """The periodic repair pass (Celery beat runs it every minute):
 
     1. queued jobs out of attempts fail;
-    2. running jobs past the hard time limit lost their worker: with attempts left they go
-       back to queued (and are re-sent below), else they fail;
+    2. running jobs that lost their worker: no heartbeat for RERUN_HEARTBEAT_TIMEOUT (the
+       whole worker killed), or, for a row that never beat, past the hard time limit. With
+       attempts left they go back to queued (and are sent below, once: the requeue is one
+       conditional UPDATE, so a second sweep finds nothing), else they fail;
     3. queued jobs never sent (broker was down or absent) are sent;
     4. queued jobs sent long ago and still unclaimed (message lost) are sent again; a
        duplicate message is harmless, since only one delivery can claim the row.
@@ -188,7 +190,9 @@ def rerun_sweep(*, now: datetime | None = None) -> dict[str, int]:
         state=JobState.QUEUED, attempts__gte=F("max_attempts")
     ).update(state=JobState.FAILED, finished_at=now, error="ran out of attempts")
     stuck_before = now - timedelta(seconds=settings.RERUN_HARD_TIME_LIMIT + 60)
-    for job in RerunJob.objects.running_since_before(stuck_before):
+    silent_before = now - timedelta(seconds=settings.RERUN_HEARTBEAT_TIMEOUT)
+    lost = RerunJob.objects.running_since_before(stuck_before).filter(heartbeat_at__isnull=True)
+    for job in lost | RerunJob.objects.silent_since(silent_before):
         if job.attempts >= job.max_attempts:
             counts["failed"] += RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
                 state=JobState.FAILED,
@@ -197,7 +201,7 @@ def rerun_sweep(*, now: datetime | None = None) -> dict[str, int]:
             )
         else:
             counts["requeued"] += RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).update(
-                state=JobState.QUEUED, dispatched_at=None
+                state=JobState.QUEUED, dispatched_at=None, heartbeat_at=None
             )
     if not broker_configured():
         return counts
@@ -256,6 +260,7 @@ def rerun_claim(*, job_pk: int) -> RerunJob | None:
         .update(
             state=JobState.RUNNING,
             started_at=timezone.now(),
+            heartbeat_at=timezone.now(),
             attempts=F("attempts") + 1,
             worker=worker_name(),
         )
@@ -263,6 +268,17 @@ def rerun_claim(*, job_pk: int) -> RerunJob | None:
     if not claimed:
         return None
     return RerunJob.objects.select_related("run").get(pk=job_pk)
+
+
+def rerun_heartbeat(*, job: RerunJob) -> bool:
+    """The running attempt is alive. False when the row is no longer this attempt's (the
+    sweeper requeued it, or it finished): the caller's result will then not be recorded twice,
+    since only one delivery can claim and record a job."""
+    return bool(
+        RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING, worker=job.worker).update(
+            heartbeat_at=timezone.now()
+        )
+    )
 
 
 def rerun_attempt_failed(*, job: RerunJob, error: str, retry: bool) -> bool:
@@ -577,6 +593,7 @@ __all__ = [
     "rerun_cancel",
     "rerun_claim",
     "rerun_dispatch",
+    "rerun_heartbeat",
     "rerun_order_offline",
     "rerun_request",
     "rerun_sweep",

@@ -16,12 +16,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from kernelindex import jsonbounds
 from reruns import services, signing
@@ -42,33 +43,65 @@ class RunnerFailed(RuntimeError):
     pass
 
 
-def run_runner(job_doc: dict) -> dict:
-    """Write JOB.json, run the configured runner command on it, return the parsed result."""
+def _wait(proc: subprocess.Popen, timeout: float, beat) -> tuple[str, str]:
+    """The runner's (stdout, stderr) once it exits, calling `beat()` every
+    RERUN_HEARTBEAT_EVERY seconds meanwhile; TimeoutExpired (runner killed) after `timeout`."""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                every = max(0.1, min(settings.RERUN_HEARTBEAT_EVERY, left))
+                return proc.communicate(timeout=every)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+                if beat is not None:
+                    beat()
+    except BaseException:  # over time, the soft time limit, a failed beat: no runner left on
+        proc.kill()
+        proc.communicate()
+        raise
+
+
+def run_runner(job_doc: dict, beat=None) -> dict:
+    """Write JOB.json, run the configured runner command on it, return the parsed result.
+    `beat` is called every RERUN_HEARTBEAT_EVERY seconds while the runner runs."""
     timeout = max(10, settings.RERUN_SOFT_TIME_LIMIT - 30)
     with tempfile.TemporaryDirectory(prefix="kirerun-") as tmp:
         job_path, result_path = Path(tmp, "JOB.json"), Path(tmp, "RESULT.json")
         job_path.write_text(json.dumps(job_doc, indent=2))
         command = [*settings.KERNELINDEX_RUNNER_COMMAND, str(job_path), "--out", str(result_path)]
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 command,
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=timeout,
                 preexec_fn=_die_with_parent,
             )
+            stdout, stderr = _wait(proc, timeout, beat)
         except subprocess.TimeoutExpired:
             raise RunnerFailed(f"the runner did not finish within {timeout} s") from None
         except OSError as exc:
             raise RunnerFailed(f"cannot start the runner {command[0]!r}: {exc}") from None
         # Exit 1 means "result written, the job failed or was incorrect": still a result.
         if not result_path.exists():
-            tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
+            tail = (stderr or stdout or "").strip()[-2000:]
             raise RunnerFailed(f"the runner exited {proc.returncode} without a result: {tail}")
         try:
             return jsonbounds.loads(result_path.read_bytes())
         except ValueError as exc:  # not JSON, or outside jsonbounds' limits
             raise RunnerFailed(f"the runner wrote a result that is not JSON: {exc}") from None
+
+
+def _beat(job) -> None:
+    """One heartbeat; a database that does not answer for a moment must not stop a GPU
+    measurement (a job silent for the whole timeout is requeued, which is the point)."""
+    try:
+        services.rerun_heartbeat(job=job)
+    except DatabaseError as exc:
+        log.warning("heartbeat of job %s not written: %s", job.uuid, exc)
 
 
 @shared_task(
@@ -91,7 +124,7 @@ def rerun_execute(self, job_pk: int) -> str:
     if not connection.in_atomic_block:
         connection.close()
     try:
-        result = run_runner(document)
+        result = run_runner(document, beat=lambda: _beat(job))
         key_id, key = signing.worker_key()
         signing.envelope_sign(result, key_id, key)
     except (RunnerFailed, SoftTimeLimitExceeded, signing.SigningError) as exc:

@@ -29,6 +29,19 @@ def _fresh_page_cache():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_token_failures_counted():
+    """Failed bearer authentications are counted per address in the shared cache (not flushed:
+    in CI it is the broker's Redis): the test client's address starts each test with none, so
+    one test's wrong tokens cannot lock out the next test's right one."""
+    from django.core.cache import cache
+
+    from attestations.ratelimit import token_failures_key
+
+    cache.delete(token_failures_key("127.0.0.1"))
+    yield
+
+
 @pytest.fixture
 def alice(db):
     """The owner in owner/other/stranger tests."""

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,48 @@ def test_lost_message_is_sent_again_by_the_sweeper(start_worker, prefix, setting
     start_worker()
     _wait_for(lambda: _state(job) == JobState.SUCCEEDED, "the re-sent job to finish")
     assert ResultReceipt.objects.filter(job=job).count() == 1
+
+
+def test_a_whole_worker_killed_mid_job_is_requeued_by_its_silence_once(
+    start_worker, prefix, tmp_path, settings
+):
+    """The worker's main process and its pool child SIGKILLed together (no one left to nack
+    the message): the job's heartbeat stops, the sweeper requeues it after
+    RERUN_HEARTBEAT_TIMEOUT rather than the broker's visibility timeout, sends one message,
+    and a fresh worker records it once."""
+    marker = tmp_path / "runner-started"
+    worker = start_worker(KI_DOUBLE_SLEEP_ONCE=str(marker), KERNELINDEX_RERUN_HEARTBEAT_EVERY="1")
+    job = _job()
+    assert rerun_dispatch(job=job)
+    _wait_for(marker.exists, "the runner to start")
+    job.refresh_from_db()
+    first_beat = job.heartbeat_at
+    assert job.state == JobState.RUNNING and first_beat is not None
+    # The running task beats while the runner runs.
+    _wait_for(lambda: _beat(job) > first_beat, "a heartbeat after the claim")
+    os.killpg(worker.proc.pid, signal.SIGKILL)
+    worker.proc.wait(30)
+    _wait_for(lambda: _queue_length(prefix) == 0, "the message to be taken")  # unacked, not queued
+    last_beat = _beat(job)
+
+    settings.RERUN_HEARTBEAT_TIMEOUT = 180
+    # Within the timeout of its last beat, the job is left running (the worker may be busy).
+    soon = rerun_sweep(now=last_beat + timedelta(seconds=179))
+    assert soon["requeued"] == 0 and _state(job) == JobState.RUNNING
+    # Past it (minutes, not the 5,400 s visibility timeout): requeued and sent, once.
+    later = last_beat + timedelta(seconds=181)
+    assert rerun_sweep(now=later) == {"failed": 0, "requeued": 1, "sent": 1, "resent": 0}
+    assert rerun_sweep(now=later) == {"failed": 0, "requeued": 0, "sent": 0, "resent": 0}
+    assert _queue_length(prefix) == 1
+
+    start_worker()
+    _wait_for(lambda: _state(job) == JobState.SUCCEEDED, "a fresh worker to finish the job")
+    job.refresh_from_db()
+    assert job.attempts == 2
+    assert ResultReceipt.objects.filter(job=job).count() == 1
+    assert EvidenceEvent.objects.filter(cause_job=job.uuid).count() == 1
+
+
+def _beat(job: RerunJob):
+    job.refresh_from_db()
+    return job.heartbeat_at

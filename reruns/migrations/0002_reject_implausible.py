@@ -4,15 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reruns', '0001_initial'),
+        ("reruns", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='rejectedresult',
-            name='reason',
-            field=models.CharField(choices=[('malformed', 'Malformed'), ('unknown-key', 'Unknown key id'), ('tampered', 'Bad signature'), ('foreign-job', "Not this job's result"), ('replay', 'Replay of a finished job'), ('stale', 'Outside the freshness window'), ('unknown-gpu', 'GPU not in the catalogue'), ('implausible', 'Figures not physically possible')], db_index=True, max_length=16),
+            model_name="rejectedresult",
+            name="reason",
+            field=models.CharField(
+                choices=[
+                    ("malformed", "Malformed"),
+                    ("unknown-key", "Unknown key id"),
+                    ("tampered", "Bad signature"),
+                    ("foreign-job", "Not this job's result"),
+                    ("replay", "Replay of a finished job"),
+                    ("stale", "Outside the freshness window"),
+                    ("unknown-gpu", "GPU not in the catalogue"),
+                    ("implausible", "Figures not physically possible"),
+                ],
+                db_index=True,
+                max_length=16,
+            ),
         ),
     ]

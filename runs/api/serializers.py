@@ -110,6 +110,8 @@ class RunDetailSerializer(RunSerializer):
 
 
 class BenchmarkSerializer(serializers.ModelSerializer):
+    # The upstream name as the source spells it ("dyt_beta=False"), not a slug pattern.
+    slug = serializers.CharField(read_only=True)
     url = SiteUrlField()
     runs = serializers.IntegerField(source="n", read_only=True)
 

@@ -24,6 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kernelindex.schema import ERRORS
 from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
 from runs.read import exports, memo
@@ -50,6 +51,13 @@ class StrictCursorPagination(CursorPagination):
             )
         return int(raw)
 
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:  # the bounds get_page_size enforces, stated
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
     def get_ordering(self, request, queryset, view):
         # RunFilter has validated `ordering` already (a bad value is a 400 before this runs);
         # the cursor needs it as model fields with a unique tie-breaker.
@@ -63,9 +71,9 @@ class StrictCursorPagination(CursorPagination):
     def decode_cursor(self, request):
         # DRF reads any base64 it can as "start from the beginning"; a cursor this API did not
         # issue is a client bug worth saying so.
-        bad = ValidationError(
-            {"cursor": "Not a cursor this API issued: follow the next/previous links."}
-        )
+        # 404, as DRF answers a cursor it cannot use: any text is a schema-valid cursor, so
+        # "not one of ours" is a lookup that found nothing, not malformed input.
+        bad = NotFound({"cursor": "Not a cursor this API issued: follow the next/previous links."})
         encoded = request.query_params.get(self.cursor_query_param)
         if encoded is None:
             return None
@@ -80,6 +88,9 @@ class StrictCursorPagination(CursorPagination):
             return super().decode_cursor(request)
         except NotFound:
             raise bad from None
+
+
+HEX64 = "^[0-9a-f]{64}$"  # a sha256 digest's hex digits, as _hex_digest checks them
 
 
 # A comment, not a docstring: the schema generator would publish a mixin's docstring as the
@@ -184,8 +195,9 @@ class RunLookup(StrictQueryMixin, APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("source", str, required=True),
-            OpenApiParameter("external_id", str, required=True),
+            # Empty is refused as missing: the schema says so.
+            OpenApiParameter("source", {"type": "string", "minLength": 1}, required=True),
+            OpenApiParameter("external_id", {"type": "string", "minLength": 1}, required=True),
         ],
         responses=s.RunDetailSerializer,
     )
@@ -254,8 +266,8 @@ class GroupFilterMixin:
 @extend_schema(
     parameters=[
         OpenApiParameter("benchmark", str),
-        OpenApiParameter("timed_pass", str),
-        OpenApiParameter("metric", str),
+        OpenApiParameter("timed_pass", str, enum=TimedPass.values),
+        OpenApiParameter("metric", str, enum=["latency", "memory"]),
     ]
 )
 @extend_schema(
@@ -274,6 +286,7 @@ class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
 @extend_schema(
     summary="Get a comparison group with its ranked runs",
     description="One comparison group by the 64 hex digits of its key, with its runs in rank order.",
+    parameters=[OpenApiParameter("key", str, OpenApiParameter.PATH, pattern=HEX64)],
 )
 class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.GroupDetailSerializer
@@ -332,7 +345,9 @@ class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
 
 @method_decorator(public_page, name="dispatch")
 @extend_schema(
-    summary="Get one environment", description="One environment by the 64 hex digits of its digest."
+    summary="Get one environment",
+    description="One environment by the 64 hex digits of its digest.",
+    parameters=[OpenApiParameter("digest", str, OpenApiParameter.PATH, pattern=HEX64)],
 )
 class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.EnvironmentSerializer
@@ -443,6 +458,49 @@ def _resolved(schema: dict, prop: dict) -> dict:
     return {**component, **{k: v for k, v in prop.items() if k == "description"}}
 
 
+def _component(schema: dict, ref: str) -> dict:
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+
+
+def _kind(prop: dict) -> str:
+    """A property's type in words: "string (uri)", "array of Run", "string (uri) or empty"."""
+    if "oneOf" in prop:
+        kinds = [
+            "empty" if option.get("maxLength") == 0 else _kind(option) for option in prop["oneOf"]
+        ]
+        return " or ".join(dict.fromkeys(kinds))
+    if prop.get("type") == "array":
+        items = prop.get("items", {})
+        return f"array of {items['$ref'].rsplit('/', 1)[-1]}" if "$ref" in items else "array"
+    kind = prop.get("type") or ("string" if "enum" in prop else "object")
+    return f"{kind} ({prop['format']})" if prop.get("format") else kind
+
+
+def _fields(schema: dict, body: dict, *, read: bool, prefix: str = "") -> list[dict]:
+    """Rows for a body's properties; an array of objects is followed by its items' fields
+    (`results[].public_id`), so a list response says what each element holds."""
+    required = set(body.get("required", []))
+    rows = []
+    for name, prop in body.get("properties", {}).items():
+        if not read and prop.get("readOnly"):
+            continue
+        prop = _resolved(schema, prop)
+        rows.append(
+            {
+                "name": prefix + name,
+                "type": _kind(prop),
+                "enum": prop.get("enum"),
+                "required": name in required and not read,
+                "description": prop.get("description", ""),
+            }
+        )
+        items = prop.get("items", {}) if prop.get("type") == "array" else {}
+        if "$ref" in items and not prefix:
+            item = _component(schema, items["$ref"])
+            rows += _fields(schema, item, read=read, prefix=f"{prefix}{name}[].")
+    return rows
+
+
 def _body(schema: dict, content: dict | None, *, read: bool) -> dict:
     """A request or response body for the docs page: its fields (those a client sends, or
     those it receives) and its examples, with $refs resolved."""
@@ -454,30 +512,12 @@ def _body(schema: dict, content: dict | None, *, read: bool) -> dict:
     if many:
         body = body.get("items", {})
     if "$ref" in body:
-        body = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
-    required = set(body.get("required", []))
-    fields = []
-    for name, prop in body.get("properties", {}).items():
-        if not read and prop.get("readOnly"):
-            continue
-        prop = _resolved(schema, prop)
-        kind = prop.get("type") or ("string" if "enum" in prop else "object")
-        if prop.get("format"):
-            kind += f" ({prop['format']})"
-        fields.append(
-            {
-                "name": name,
-                "type": kind,
-                "enum": prop.get("enum"),
-                "required": name in required and not read,
-                "description": prop.get("description", ""),
-            }
-        )
+        body = _component(schema, body["$ref"])
     examples = [
         {"name": e.get("summary", name), "json": json.dumps(e.get("value"), indent=2)}
         for name, e in media.get("examples", {}).items()
     ]
-    return {"fields": fields, "examples": examples, "many": many}
+    return {"fields": _fields(schema, body, read=read), "examples": examples, "many": many}
 
 
 @require_safe
@@ -487,10 +527,11 @@ def docs(request: HttpRequest):
     operations = []
     for path, methods in schema["paths"].items():
         for method, op in methods.items():
+            # The answers every endpoint shares ($ref) are listed once, above.
             responses = [
                 {"status": code, "description": r.get("description", ""),
                  **_body(schema, r.get("content"), read=True)}
-                for code, r in op.get("responses", {}).items()
+                for code, r in op.get("responses", {}).items() if "$ref" not in r
             ]  # fmt: skip
             operations.append(
                 {
@@ -504,4 +545,14 @@ def docs(request: HttpRequest):
                     "responses": responses,
                 }
             )
-    return render(request, "runs/api_docs.html", {"schema": schema, "operations": operations})
+    shared = schema.get("components", {}).get("responses", {})
+    errors = [
+        {"status": code, "description": shared[name]["description"]}
+        for code, (name, _) in ERRORS.items()
+        if name in shared
+    ]
+    return render(
+        request,
+        "runs/api_docs.html",
+        {"schema": schema, "operations": operations, "errors": errors},
+    )

@@ -44,26 +44,22 @@ def test_api(run, owner):
     _, raw = services.token_create(user=owner, name="t")
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     sneaky = {"evidence": Evidence.REPRODUCED}
-    created = api.post(
-        "/api/v1/attestations/",
-        {"run": run.public_id, "kind": "reproduction", "median": 385536, **sneaky},
-        format="json",
-    )
+    measured = {"run": run.public_id, "kind": "reproduction", "median": 385536}
+    # A field the endpoint does not take is refused by name, not dropped in silence.
+    refused = api.post("/api/v1/attestations/", {**measured, **sneaky}, format="json")
+    assert refused.status_code == 400 and "evidence" in str(refused.json()["body"])
+    created = api.post("/api/v1/attestations/", measured, format="json")
     assert created.status_code == 201
     pk = created.json()["id"]
-    assert (
-        api.patch(f"/api/v1/attestations/{pk}/", {"body": "x", **sneaky}, format="json").status_code
-        == 200
-    )
+    patch = api.patch(f"/api/v1/attestations/{pk}/", {"body": "x", **sneaky}, format="json")
+    assert patch.status_code == 400
+    assert api.patch(f"/api/v1/attestations/{pk}/", {"body": "x"}, format="json").status_code == 200
     assert (
         api.post(f"/api/v1/attestations/{pk}/withdraw/", sneaky, format="json").status_code == 200
     )
-    reported = api.post(
-        "/api/v1/reports/",
-        {"run": run.public_id, "category": "other", "text": "x", **sneaky},
-        format="json",
-    )
-    assert reported.status_code == 201
+    report = {"run": run.public_id, "category": "other", "text": "x"}
+    assert api.post("/api/v1/reports/", {**report, **sneaky}, format="json").status_code == 400
+    assert api.post("/api/v1/reports/", report, format="json").status_code == 201
     assert _evidence(run) == Evidence.REPORTED
 
 

@@ -134,3 +134,49 @@ def test_debug_off_under_gunicorn_serves_every_page_kind(services, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def _serve(tmp_path: Path, **extra: str):
+    """gunicorn as the README starts it, from the repository (so gunicorn.conf.py applies)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = _env(tmp_path, **extra)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=REPO, env=env, check=True, timeout=120,
+    )  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "kernelindex.wsgi", "-b", f"127.0.0.1:{port}", "-w", "1"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    root = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if _fetch(f"{root}/healthz")[0] == 200:
+                return server, root
+        except OSError:
+            time.sleep(0.2)
+    server.terminate()
+    raise AssertionError("gunicorn did not start")
+
+
+def _secure_to_django(root: str) -> bool:
+    """Did Django take a plain-HTTP request carrying X-Forwarded-Proto: https from 127.0.0.1
+    as secure? SecurityMiddleware sends HSTS (on with DEBUG=0) only on secure requests."""
+    request = urllib.request.Request(f"{root}/healthz", headers={"X-Forwarded-Proto": "https"})
+    with urllib.request.urlopen(request, timeout=20) as response:  # noqa: S310 - loopback
+        return "Strict-Transport-Security" in response.headers
+
+
+@pytest.mark.parametrize("count, believed", [("0", False), ("1", True)])
+def test_gunicorn_believes_forwarded_proto_only_behind_a_configured_proxy(
+    tmp_path, count, believed
+):
+    server, root = _serve(tmp_path, TRUSTED_PROXY_COUNT=count)
+    try:
+        assert _secure_to_django(root) is believed
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

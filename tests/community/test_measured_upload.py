@@ -266,7 +266,7 @@ def test_hostile_result_files_are_refused_with_their_reason(name, ci_runs, owner
         {"run": run.public_id, "kind": "reproduction", "result_file": _file(data)},
         format="multipart",
     )
-    assert answer.status_code == 400
+    assert answer.status_code == 422  # valid for the schema, refused by the rules it cannot state
     assert reason in json.dumps(answer.json()["result_file"]), (name, answer.json())
     assert not Attestation.objects.exists()
 
@@ -298,7 +298,7 @@ def test_a_file_just_over_the_bound_is_refused_by_its_size(ci_runs, owner, setti
         {"run": "f459ed2b", "kind": "reproduction", "result_file": _file(_real("f459ed2b"))},
         format="multipart",
     )
-    assert answer.status_code == 400 and "larger than" in json.dumps(answer.json())
+    assert answer.status_code == 422 and "larger than" in json.dumps(answer.json())
 
 
 def test_uploads_are_rate_limited(ci_runs, owner, settings):

@@ -27,6 +27,10 @@ The rule, given a verified controlled result for a run (docs/evidence.md has the
      more than the tolerance is `not-reproduced` ("faster than the GPU can run this call");
      otherwise `checked`, with "host-bound on our runner: device time X, host enqueue Y";
    - no device time recorded (results of runners before these diagnostics): `checked`.
+   A cell timed power-capped is judged against the larger of its tolerance and the spread we
+   see for its class across processes and days (runs/evidence_power.py); a device-bound
+   do_bench figure of fewer than a handful of samples needs independent processes to agree,
+   or rests on the device time, else `checked` (runs/evidence_samples.py).
 A `checked` outcome does not overwrite `reproduced` or `not-reproduced`: those already say the
 implementation was re-run and checked, and a correctness check says nothing about speed.
 

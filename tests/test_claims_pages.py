@@ -88,3 +88,9 @@ def test_claim_pages_ask_a_constant_number_of_queries(loaded, client):
     JudgedClaim.objects.exclude(pk=keep.pk).delete()
     _queries(client, url)
     assert _queries(client, url) == many
+
+
+def test_benchmark_page_shows_the_claim_beside_the_fastest_speed_up(loaded, client):
+    # Only 02bac05 is loaded, so it is the CI source's latest publication the page shows.
+    page = client.get("/benchmarks/geglu/?source=liger-kernel-ci").content.decode()
+    assert 'class="claim claim-' in page and "(published)" in page

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "runs",
     "reruns",
+    "claims",
     "allauth",
     "allauth.account",
     "allauth.mfa",

@@ -68,8 +68,38 @@ def _nvidia_smi(index: int) -> dict[str, str] | None:
     return found or None
 
 
+def _nvml_clocks(index: int) -> dict[str, Any] | None:
+    """gpu_clocks through NVML: microseconds, where nvidia-smi costs a process start (about a
+    quarter of a second a call on the lent H200, twice per latency job)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return {
+            "smMHz": int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            "memMHz": int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+            "temperatureC": int(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)),
+            "pstate": f"P{int(pynvml.nvmlDeviceGetPerformanceState(h))}",
+        }
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
 def gpu_clocks(index: int = 0) -> dict[str, Any] | None:
-    """Current SM/memory clocks in MHz (read before and after a measurement)."""
+    """Current SM/memory clocks in MHz (read before and after a measurement): NVML when it is
+    installed, else nvidia-smi."""
+    nvml = _nvml_clocks(index)
+    if nvml is not None:
+        return nvml
     smi = _nvidia_smi(index)
     if smi is None:
         return None
@@ -87,6 +117,17 @@ def gpu_clocks(index: int = 0) -> dict[str, Any] | None:
     if "pstate" in smi:
         out["pstate"] = smi["pstate"]
     return out or None
+
+
+_STATIC_SMI: dict[int, dict[str, str] | None] = {}
+
+
+def _static_smi(index: int) -> dict[str, str] | None:
+    """The driver, maximum and application clocks and the power limit do not change within a
+    process: one nvidia-smi call per process, not one per job of a batch."""
+    if index not in _STATIC_SMI:
+        _STATIC_SMI[index] = _nvidia_smi(index)
+    return _STATIC_SMI[index]
 
 
 def _cpu_model() -> str | None:
@@ -140,7 +181,7 @@ def capture_environment(device_type: str) -> dict[str, Any]:
         l2 = getattr(props, "L2_cache_size", None)
         if l2:
             env["l2CacheMiB"] = round(l2 / 2**20, 2)
-        smi = _nvidia_smi(idx)
+        smi = _static_smi(idx)
         if smi:
             env["driver"] = smi.get("driver_version")
             env["clocks"] = {

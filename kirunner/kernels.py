@@ -49,6 +49,11 @@ class KernelSpec:
     outputs: tuple[str, ...]
     derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     small_caps: Mapping[str, int] = field(default_factory=dict)
+    memory_style: str | None = None  # the memory function's recipe, where it differs
+
+    def memory_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors | None:
+        """The memory function's tensors where they differ from the speed function's."""
+        return None
 
     # -- workload -------------------------------------------------------------------------
     def resolve(self, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -564,6 +569,17 @@ KERNELS: dict[str, KernelSpec] = {
         ),
     )
 }
+
+
+def _families() -> None:
+    # Kernels added per family, one module each (kirunner/families/); imported here so that
+    # KERNELS is the one registry.
+    from .families import FAMILY_SPECS
+
+    KERNELS.update({spec.name: spec for spec in FAMILY_SPECS})
+
+
+_families()
 
 
 def get_spec(name: str) -> KernelSpec:

@@ -39,9 +39,16 @@ class _Case:
     """Tensors and forward for one measurement, allocated as the upstream setup does."""
 
     def __init__(
-        self, spec: KernelSpec, impl: Impl, wl: dict[str, Any], device: Any, gen: Any
+        self,
+        spec: KernelSpec,
+        impl: Impl,
+        wl: dict[str, Any],
+        device: Any,
+        gen: Any,
+        for_memory: bool = False,
     ) -> None:
-        raw = spec.make_inputs(wl, device, gen)
+        raw = spec.memory_inputs(wl, device, gen) if for_memory else None
+        raw = raw if raw is not None else spec.make_inputs(wl, device, gen)
         for name in spec.inputs:
             raw[name].requires_grad_(True)
         self.spec = spec
@@ -137,11 +144,47 @@ def _scalar_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, 
     return full, None
 
 
+def _fixed_dy_release(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_dyt.py: as fixed_dy, but its speed `full` frees the graph (backward without
+    retain_graph); its memory `full` keeps it."""
+    if mode != "full" or for_memory:
+        return _fixed_dy(case, mode, for_memory=for_memory)
+    (x,) = case.wrt
+    dy = _normal_like(x, case.gen)
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(dy)
+
+    return full, [x]
+
+
+def _ones_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_softmax.py's bench_memory: the gradient is ones, not a random draw."""
+    import torch
+
+    (x,) = case.wrt
+    if mode == "forward":
+        return case.forward, [x]
+    if mode == "backward":
+        do = torch.ones_like(x)
+        (y,) = case.forward()
+        return lambda: y.backward(do, retain_graph=True), [x]
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(torch.ones_like(y), retain_graph=True)
+
+    return full, [x]
+
+
 _STYLES = {
     "autograd_grad": _autograd_grad,
     "fixed_dy": _fixed_dy,
     "random_dy": _random_dy,
     "scalar_loss": _scalar_loss,
+    "fixed_dy_release": _fixed_dy_release,
+    "ones_dy": _ones_dy,
 }
 
 
@@ -156,8 +199,9 @@ def _build(
 ):
     if mode not in ("forward", "backward", "full"):
         raise ValueError(f"unknown pass {mode!r}")
-    case = _Case(spec, impl, wl, device, gen)
-    return _STYLES[spec.style](case, mode, for_memory=for_memory)
+    case = _Case(spec, impl, wl, device, gen, for_memory=for_memory)
+    style = (spec.memory_style or spec.style) if for_memory else spec.style
+    return _STYLES[style](case, mode, for_memory=for_memory)
 
 
 def speed_closure(

@@ -30,6 +30,24 @@ TIMING = {
     "type": "object",
     "properties": {"median": NUMBER, "p20": NUMBER, "p80": NUMBER, "method": TEXT},
 }
+RANGE = {"type": ["object", "null"], "properties": {"min": NUMBER, "median": NUMBER, "max": NUMBER}}
+# kirunner/power.py: one timed window's clocks, power and throttle reasons (results of runners
+# before it have no `power`, and still validate).
+POWER_WINDOW = {
+    "type": "object",
+    "properties": {
+        "source": TEXT,
+        "n": {"type": "integer", "minimum": 0},
+        "smMHz": RANGE,
+        "powerW": RANGE,
+        "powerCapped": {"type": "boolean"},
+        "reasonShares": {
+            "type": "object",
+            "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "samples": {"type": "array", "maxItems": 1000},
+    },
+}
 
 CONTROLLED_JOB = {
     "type": "object",
@@ -89,6 +107,10 @@ def _payload(job: dict) -> dict:
                     "details": {
                         "type": "object",
                         "properties": {"baselineBytes": {"type": "integer", "minimum": 0}},
+                    },
+                    "power": {
+                        "type": "object",
+                        "properties": {"doBench": POWER_WINDOW, "deviceTime": POWER_WINDOW},
                     },
                     "diagnostics": {
                         "type": "object",

@@ -21,7 +21,9 @@ import gc
 import os
 import re
 import secrets
+import time
 import traceback
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -166,6 +168,44 @@ def _free(device_type: str) -> None:
         torch.cuda.empty_cache()
 
 
+# One id per runner process: results that share it were measured by the same process, on
+# the same host state (the claims rule compares two implementations only within one process).
+PROCESS_ID = uuid.uuid4().hex
+
+# The progress messages' first words, as the phase each starts (payload.phasesS).
+_PHASE_OF = (
+    ("reading", "environment"),
+    ("building", "build"),
+    ("checking", "check"),
+    ("measuring", "measure"),
+    ("diagnostics", "diagnostics"),
+)
+
+
+class _Phases:
+    """Seconds spent in each phase of one job, from the progress steps it announces."""
+
+    def __init__(self, progress: Callable[[str], None] | None) -> None:
+        self._progress = progress or (lambda step: None)
+        self._t = time.monotonic()
+        self._name = "validate"
+        self.seconds: dict[str, float] = {}
+
+    def _close(self) -> None:
+        now = time.monotonic()
+        self.seconds[self._name] = round(self.seconds.get(self._name, 0.0) + now - self._t, 3)
+        self._t = now
+
+    def step(self, text: str) -> None:
+        self._close()
+        self._name = next((key for word, key in _PHASE_OF if text.startswith(word)), "other")
+        self._progress(text)
+
+    def done(self) -> dict[str, float]:
+        self._close()
+        return self.seconds
+
+
 def run_job(
     job: dict[str, Any],
     *,
@@ -179,6 +219,7 @@ def run_job(
     problems: they end up in payload.error (and payload.status). `progress` is told each
     step as it starts (the command line prints it)."""
     started = _now()
+    phases = _Phases(progress)
     job_echo, run_echo = _job_echo(job)
     payload: dict[str, Any] = {
         "job": job_echo,
@@ -196,7 +237,7 @@ def run_job(
         "measurement": None,
         "startedAt": started,
         "finishedAt": None,
-        "runner": {"name": "kirunner", "version": __version__},
+        "runner": {"name": "kirunner", "version": __version__, "process": PROCESS_ID},
         "error": None,
     }
     try:
@@ -207,7 +248,7 @@ def run_job(
             rep_override=rep,
             seed=seed,
             cpu_max_samples=cpu_max_samples,
-            progress=progress or (lambda step: None),
+            progress=phases.step,
         )
     except Unavailable as exc:
         payload["status"] = "unavailable"
@@ -220,6 +261,7 @@ def run_job(
         tb = traceback.format_exc(limit=6)
         payload["error"] = f"{type(exc).__name__}: {exc}\n{tb}"
     payload["finishedAt"] = _now()
+    payload["phasesS"] = phases.done()
     return {"apiVersion": API_VERSION, "kind": "RerunResult", "payload": payload, "signature": None}
 
 
@@ -239,7 +281,7 @@ def _run(
 
     import torch
 
-    from . import diagnose, harness, protocol
+    from . import diagnose, harness, power, protocol
     from .check import run_check
     from .env import capture_environment, gpu_clocks
     from .kernels import get_spec
@@ -312,6 +354,7 @@ def _run(
     clocks_before = gpu_clocks(device.index or 0) if device_type == "cuda" else None
 
     diagnostics: dict[str, Any] | None = None
+    power_windows: dict[str, Any] = {}
     what = f"{spec_job['metric']} of the {spec_job['pass']} pass"
     progress(
         f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
@@ -320,7 +363,12 @@ def _run(
         fn, grad_to_none = protocol.speed_closure(spec, impl, ran, device, gen, spec_job["pass"])
         if device_type == "cuda":
             nvml_before = diagnose.nvml_state(device.index or 0)
-            m = harness.latency_cuda(fn, rep=rep, quantiles=quantiles, grad_to_none=grad_to_none)
+            # Clocks, power and throttle reasons while do_bench times (kirunner/power.py).
+            with power.Sampler(device.index or 0) as sampler:
+                m = harness.latency_cuda(
+                    fn, rep=rep, quantiles=quantiles, grad_to_none=grad_to_none
+                )
+            power_windows["doBench"] = sampler.window()
             timer = "cuda_events"
             median_ms = harness.quantile_linear(m.samples, 0.5)
             progress("diagnostics: host enqueue time, L2 flush, cold device time")
@@ -329,9 +377,11 @@ def _run(
             # largest workloads (16 GiB of logits) do not fit twice.
             del fn, grad_to_none
             _free(device_type)
-            _diagnose_device(
-                diagnostics, median_ms, seed, spec, impl, ran, device, spec_job["pass"]
-            )
+            with power.Sampler(device.index or 0) as sampler:
+                _diagnose_device(
+                    diagnostics, median_ms, seed, spec, impl, ran, device, spec_job["pass"]
+                )
+            power_windows["deviceTime"] = sampler.window()
             diagnostics["clocks"] = {
                 "before": nvml_before,
                 "after": diagnose.nvml_state(device.index or 0),
@@ -391,6 +441,8 @@ def _run(
         ]
     if diagnostics is not None:
         measurement["diagnostics"] = diagnostics
+    if power_windows:
+        measurement["power"] = power_windows
     if clocks_before is not None:
         measurement["clocks"] = {"before": clocks_before, "after": gpu_clocks(device.index or 0)}
     payload["measurement"] = measurement

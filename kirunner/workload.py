@@ -58,7 +58,7 @@ class Param:
 
     name: str
     aliases: tuple[str, ...] = ()
-    kind: str = "int"  # int (positive) | sint (any integer) | float | str | dtype
+    kind: str = "int"  # int (positive) | sint (any integer) | float | bool | str | dtype
     default: Any = None
     required: bool = True
     help: str = ""
@@ -89,6 +89,12 @@ def _coerce(param: Param, key: str, raw: Any) -> Any:
             raise WorkloadError(f"parameter {key!r} must be an integer, got {raw!r}")
         if raw <= 0 and param.kind == "int":
             raise WorkloadError(f"parameter {key!r} must be positive, got {raw}")
+        return raw
+    if param.kind == "bool":
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+            raw = raw.strip().lower() == "true"
+        if not isinstance(raw, bool):
+            raise WorkloadError(f"parameter {key!r} must be true or false, got {raw!r}")
         return raw
     if param.kind == "float":
         try:

@@ -37,6 +37,34 @@ def spread(receipt) -> dict | None:
     }
 
 
+# The sampled windows (kirunner/power.py), in the order the page shows them.
+POWER_WINDOWS = (("doBench", "do_bench"), ("deviceTime", "device time"))
+
+
+def power_windows(receipt) -> list[dict]:
+    """Clocks, power and throttle reasons sampled while the result was timed; [] for results
+    of runners before the sampler and for memory results."""
+    if receipt is None:
+        return []
+    recorded = receipt.measurement.get("power") or {}
+    out = []
+    for key, label in POWER_WINDOWS:
+        window = recorded.get(key)
+        if isinstance(window, dict) and window.get("n"):
+            shares = window.get("reasonShares") or {}
+            out.append(
+                {
+                    "label": label,
+                    "window": window,
+                    "reasons": [
+                        {"name": name, "percent": round(share * 100)}
+                        for name, share in shares.items()
+                    ],
+                }
+            )
+    return out
+
+
 def runs_with_jobs() -> frozenset[str]:
     """Public ids of the runs that have any rerun job: a few hundred at most, asked once per
     data change, so the pages of the other runs (nearly all of them) ask nothing."""
@@ -65,7 +93,15 @@ def run_reruns(request: HttpRequest, run) -> dict:
         # A job is issued when approved; one loaded from a file was issued before its row
         # existed, so the row's creation time would come after the runner started it.
         issued = job.issued_at or job.created_at
-        rows.append({"job": job, "receipt": receipt, "spread": spread(receipt), "issued": issued})
+        rows.append(
+            {
+                "job": job,
+                "receipt": receipt,
+                "spread": spread(receipt),
+                "power": power_windows(receipt),
+                "issued": issued,
+            }
+        )
     is_controlled = run.source.slug == "kernelindex"
     user = request.user
     signed_in = user.is_authenticated

@@ -548,6 +548,8 @@ def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_
             gpu_product=gpu_spec.product if gpu_spec else None,
             measurement=measurement,
             environment=payload.get("environment"),
+            # Results of runners before process ids: each job counts as its own process.
+            process=(payload.get("runner") or {}).get("process") or f"job:{job.uuid}",
         )
     except NoVerdict as exc:
         # Verified, but it cannot carry a verdict (throttled clocks, disagreeing repeats...):

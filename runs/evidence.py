@@ -27,6 +27,10 @@ The rule, given a verified controlled result for a run (docs/evidence.md has the
      more than the tolerance is `not-reproduced` ("faster than the GPU can run this call");
      otherwise `checked`, with "host-bound on our runner: device time X, host enqueue Y";
    - no device time recorded (results of runners before these diagnostics): `checked`.
+   A cell timed power-capped is judged against the larger of its tolerance and the spread we
+   see for its class across processes and days (runs/evidence_power.py); a device-bound
+   do_bench figure of fewer than a handful of samples needs independent processes to agree,
+   or rests on the device time, else `checked` (runs/evidence_samples.py).
 A `checked` outcome does not overwrite `reproduced` or `not-reproduced`: those already say the
 implementation was re-run and checked, and a correctness check says nothing about speed.
 
@@ -45,6 +49,7 @@ from pathlib import Path
 from django.db import transaction
 
 from kirunner import diagnose
+from runs import evidence_power, evidence_samples
 from runs.models import Evidence, EvidenceEvent, Run
 from runs.signals import evidence_moved
 
@@ -165,6 +170,7 @@ def outcome_decide(
     gpu_product: str | None,
     measurement: dict | None,
     environment: dict | None = None,
+    process: str | None = None,
 ) -> Outcome:
     """Apply the rule above; `facts` records every input it used, for the event."""
     original_product = run.environment.gpu.product
@@ -175,6 +181,7 @@ def outcome_decide(
         "gpuProduct": gpu_product,
         "originalGpuProduct": original_product,
         "metric": run.metric,
+        "process": process,
     }
     if not correctness_passed:
         return Outcome(Evidence.INCORRECT, facts)
@@ -237,6 +244,8 @@ def outcome_decide(
                 facts["hostDominatedFactor"] = round(factor, 2)
 
     tolerance = tolerance_for(run)
+    if run.metric == "latency":
+        tolerance = _power_capped(run, measurement, tolerance, facts)
     facts.update(
         tolerance=tolerance.value,
         toleranceSource=tolerance.source,
@@ -280,6 +289,9 @@ def outcome_decide(
             f"({tolerance.detail}): too wide to confirm or refute"
         )
         return Outcome(Evidence.CHECKED, facts)
+    samples = [s for s in measurement.get("samples") or [] if _number(s)]
+    if run.metric == "latency" and len(samples) < evidence_samples.FEW_SAMPLES:
+        return _few_samples(run, measured, tolerance, len(samples), cls, measurement, facts)
     if deviation <= tolerance.value:
         facts["why"] = f"within {tolerance.value:.0%} of the published median ({deviation:.1%} off)"
         return Outcome(Evidence.REPRODUCED, facts)
@@ -287,6 +299,46 @@ def outcome_decide(
         f"{deviation:.1%} off the published median, outside the {tolerance.value:.0%} tolerance"
     )
     return Outcome(Evidence.NOT_REPRODUCED, facts)
+
+
+def _power_capped(run: Run, measurement: dict, tolerance: Tolerance, facts: dict) -> Tolerance:
+    """Widen the tolerance of a cell timed power-capped to its class's own spread
+    (runs/evidence_power.py); the windows go into the facts either way."""
+    windows = evidence_power.window_summary(measurement)
+    if windows:
+        facts["power"] = windows
+    capped = evidence_power.capped_window(measurement)
+    if capped is None:
+        return tolerance
+    facts["powerCapped"] = capped
+    wider = evidence_power.capped_tolerance(run.benchmark.slug, run.implementation.provider_key)
+    if wider is None or wider[0] <= tolerance.value:
+        return tolerance
+    return Tolerance(wider[0], "power-capped", f"{wider[1]}; upstream's: {tolerance.detail}")
+
+
+def _few_samples(
+    run: Run,
+    measured: float,
+    tolerance: Tolerance,
+    samples: int,
+    cls: dict,
+    measurement: dict,
+    facts: dict,
+) -> Outcome:
+    """A device-bound do_bench figure of fewer than FEW_SAMPLES samples (runs/evidence_samples)."""
+    device = (measurement.get("diagnostics") or {}).get("device") or {}
+    few = evidence_samples.judge(
+        measured=measured,
+        published=run.median,
+        tolerance=tolerance.value,
+        samples=samples,
+        others=evidence_samples.other_processes(run, facts.get("process"), run.metric),
+        device=cls["deviceMs"] * 1e6,
+        device_consistent=diagnose.repeats_consistent(device),
+    )
+    facts.update(fewSamples=samples, fewSamplesBasis=few.basis, why=few.why)
+    return Outcome(few.level, facts)
 
 
 def _next_level(current: str, outcome: str) -> str:

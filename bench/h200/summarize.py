@@ -1,6 +1,7 @@
 """Print a batch's table: each cell's upstream H200 figures beside our measurements and verdict.
 
     DATABASE_URL=... .venv/bin/python bench/h200/summarize.py data/reruns/h200-2026-11-30
+    DATABASE_URL=... .venv/bin/python bench/h200/summarize.py --kernels   # per kernel, all batches
 
 Needs a database with both Liger sources and the batch loaded (`manage.py demo --no-serve`).
 Columns: the cell; upstream's median in the CI run the job re-measured, and the spread of
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "h200"))
 
 
 def _us(ms: float | None) -> str:
@@ -132,4 +134,14 @@ def main(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1:2] == ["--kernels"]:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
+        import django
+
+        django.setup()
+        import per_kernel
+
+        args = sys.argv[2:]
+        per_kernel.table(args[args.index("--commit") + 1] if "--commit" in args else "02bac05")
+    else:
+        main(Path(sys.argv[1]))

@@ -1,0 +1,56 @@
+"""Judged claims, stored so the pages that show speed-ups read them with one query per data
+change (claims/read.py) rather than judging on every request."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from claims import rule
+from runs.models import ComparisonGroup, Run, Source
+
+
+class Verdict(models.TextChoices):
+    HOLDS = rule.HOLDS, "Holds"
+    OVERSTATED = rule.OVERSTATED, "Overstated"
+    UNDERSTATED = rule.UNDERSTATED, "Understated"
+    REVERSED = rule.REVERSED, "Reversed"
+
+
+class JudgedClaim(models.Model):
+    """The claim that `better` (lower published figure) beats `other` in one group, judged
+    by controlled reruns of both from one runner process. The published runs are untouched."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="judged_claims")
+    group = models.ForeignKey(ComparisonGroup, on_delete=models.CASCADE, related_name="claims")
+    better = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims_as_better")
+    other = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims_as_other")
+    better_controlled = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", help_text="controlled rerun of better"
+    )
+    other_controlled = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", help_text="controlled rerun of other"
+    )
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    severity = models.PositiveSmallIntegerField(
+        help_text="0 reversed, 1 overstated, 2 under, 3 holds"
+    )
+    published_ratio = models.FloatField()
+    controlled_ratio = models.FloatField()
+    tolerance = models.FloatField(help_text="the cells' combined tolerance")
+    basis = models.CharField(max_length=32)
+    process = models.CharField(max_length=100)
+    why = models.TextField()
+    judged_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["better", "other"], name="claim_unique_pair"),
+        ]
+        indexes = [
+            # The source's page: reversed and overstated first.
+            models.Index(fields=["source", "severity", "id"], name="claim_source_severity"),
+            models.Index(fields=["group"], name="claim_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.better_id} vs {self.other_id}: {self.verdict}"

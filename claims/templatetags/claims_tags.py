@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django import template
+
+from claims import read
+
+register = template.Library()
+
+
+@register.simple_tag
+def run_claims(run) -> list[dict]:
+    """The judged claims a run is a side of (no query: claims/read.py)."""
+    return read.for_run(run.pk) if run is not None else []
+
+
+@register.simple_tag
+def group_claims(group) -> list[dict]:
+    return read.for_group(group.pk)
+
+
+@register.simple_tag
+def pair_claim(a: str, b: str) -> dict | None:
+    return read.for_pair(str(a), str(b))

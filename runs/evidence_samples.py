@@ -1,0 +1,100 @@
+"""No verdict on one sample.
+
+Some upstream scripts time a handful of calls or one (geglu passes rep=10 ms to do_bench: one
+sample for a 6 ms kernel). A do_bench median of fewer than FEW_SAMPLES samples is one draw of
+a noisy figure: on the lent H200 such a draw sat 7-11 % off upstream while the device time
+(ten gap-free replays) was within 1 %. So when the figure a verdict would rest on has fewer
+than FEW_SAMPLES samples, the verdict needs one of:
+
+1. agreement across independent processes: every other runner process that recorded this
+   run (an earlier event whose facts carry another process id) gives the same verdict with its
+   own median, against the same tolerance; any disagreement is `checked`;
+2. failing other processes, the cold device time, when its repeats are consistent: the
+   verdict rests on it, and says so;
+3. otherwise `checked`, with the reason.
+
+`judge` is plain Python over numbers (tests/test_samples_rule.py drives it with a table);
+`other_processes` reads the earlier events of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FEW_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Few:
+    level: str  # "reproduced", "not-reproduced" or "checked"
+    basis: str  # "processes", "device-time" or "none"
+    why: str
+
+
+def _within(value: float, published: float, tolerance: float) -> bool:
+    return abs(value - published) / published <= tolerance
+
+
+def judge(
+    *,
+    measured: float,
+    published: float,
+    tolerance: float,
+    samples: int,
+    others: list[float],
+    device: float | None,
+    device_consistent: bool,
+) -> Few:
+    """The verdict of a do_bench figure resting on `samples` < FEW_SAMPLES samples."""
+    mine = _within(measured, published, tolerance)
+    word = "reproduced" if mine else "not-reproduced"
+    if others:
+        agree = [o for o in others if _within(o, published, tolerance) == mine]
+        if len(agree) == len(others):
+            return Few(
+                word,
+                "processes",
+                f"do_bench rests on {samples} sample(s); {len(others) + 1} independent "
+                f"processes agree ({', '.join(f'{o / 1e6:.4g}' for o in [measured, *others])} ms)",
+            )
+        return Few(
+            "checked",
+            "none",
+            f"do_bench rests on {samples} sample(s) and independent processes disagree "
+            f"({', '.join(f'{o / 1e6:.4g}' for o in [measured, *others])} ms against "
+            f"{published / 1e6:.4g} ms published, {tolerance:.0%} tolerance)",
+        )
+    if device is not None and device_consistent:
+        inside = _within(device, published, tolerance)
+        return Few(
+            "reproduced" if inside else "not-reproduced",
+            "device-time",
+            f"do_bench rests on {samples} sample(s); the verdict rests on the device time "
+            f"{device / 1e6:.4g} ms (ten replays, consistent), "
+            f"{abs(device - published) / published:.1%} off the published median",
+        )
+    return Few(
+        "checked",
+        "none",
+        f"do_bench rests on {samples} sample(s), no other process measured this run and no "
+        "consistent device time was recorded: one draw neither confirms nor refutes",
+    )
+
+
+def other_processes(run, process: str | None, metric: str) -> list[float]:
+    """The measured figures (run units) of earlier events of `run` from other processes."""
+    from runs.models import EvidenceEvent
+
+    rows = EvidenceEvent.objects.filter(run=run, controlled_run__isnull=False).values_list(
+        "facts", flat=True
+    )
+    out = []
+    for facts in rows:
+        if not isinstance(facts, dict) or facts.get("metric") != metric:
+            continue
+        if process is not None and facts.get("process") == process:
+            continue
+        value = facts.get("measured")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            out.append(float(value))
+    return out

@@ -1,0 +1,96 @@
+"""Judged claims over the real signed H200 batches: stored when an evidence event is written,
+shown beside the speed-ups (benchmark page, group page, the run page's "Compare with #1"), a
+page per source and the API, with constant query counts."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from claims.models import JudgedClaim
+from runs.services import ingest
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+@pytest.fixture
+def loaded(transactional_db):
+    ingest(
+        source_slug="liger-kernel-bench", locations=[str(DATA / "liger" / "all_benchmark_data.csv")]
+    )
+    ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
+    for batch in ("h200-2026-11-30", "h200-2026-12-01"):
+        call_command(
+            "rerun", "load-demo", str(DATA / "reruns" / batch), stdout=StringIO(), stderr=StringIO()
+        )
+
+
+def test_claims_are_judged_within_one_process_only(loaded):
+    claims = list(JudgedClaim.objects.select_related("better", "other", "group"))
+    assert claims, "the 2026-12-01 batch re-measured both sides of its cells in one process"
+    for c in claims:
+        # Same cell, never across GPU products, both sides rerun by the same process.
+        assert c.better.group_id == c.other.group_id == c.group_id
+        assert c.better.median <= c.other.median
+        assert c.published_ratio == pytest.approx(c.other.median / c.better.median)
+        assert c.better_controlled.source.slug == "kernelindex"
+        assert not c.process.startswith("job:")
+    # What the signal stored is what a full re-judge gives.
+    before = sorted((c.better_id, c.other_id, c.verdict) for c in claims)
+    call_command("claims", "judge", stdout=StringIO())
+    after = sorted(JudgedClaim.objects.values_list("better_id", "other_id", "verdict"))
+    assert before == after
+
+
+def _queries(client, url) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return len(ctx.captured_queries)
+
+
+def test_pages_and_api_show_the_claims(loaded, client):
+    claim = JudgedClaim.objects.order_by("severity", "id").select_related("group", "better").first()
+    page = client.get("/sources/liger-kernel-ci/claims/").content.decode()
+    assert claim.get_verdict_display() in page and claim.better.public_id in page
+    api = client.get("/api/v1/sources/liger-kernel-ci/claims/").json()
+    first = api["results"][0]
+    assert first["verdict"] == claim.verdict
+    assert first["better"]["run"] == claim.better.public_id
+    severities = [r["verdict"] for r in api["results"]]
+    order = {"reversed": 0, "overstated": 1, "understated": 2, "holds": 3}
+    assert severities == sorted(severities, key=order.get)
+    group_page = client.get(claim.group.get_absolute_url()).content.decode()
+    assert "Claims re-judged" in group_page and f"{claim.published_ratio:.2f}×" in group_page
+    schema = client.get("/api/v1/schema/").content.decode()
+    assert "/api/v1/sources/{slug}/claims/" in schema
+
+
+def test_run_page_compare_with_first_shows_the_claim(loaded, client):
+    claim = JudgedClaim.objects.select_related("better", "other").filter(better__rank=1).first()
+    assert claim is not None
+    page = client.get(claim.other.get_absolute_url()).content.decode()
+    assert "Compare with #1" in page and "claim-line" in page
+    assert f"{claim.controlled_ratio:.2f}×" in page
+
+
+def test_claim_pages_ask_a_constant_number_of_queries(loaded, client):
+    url = "/sources/liger-kernel-ci/claims/"
+    _queries(client, url)  # warm the per-process copies
+    many = _queries(client, url)
+    # Keep one claim: the page must ask the same number of queries.
+    keep = JudgedClaim.objects.order_by("id").first()
+    JudgedClaim.objects.exclude(pk=keep.pk).delete()
+    _queries(client, url)
+    assert _queries(client, url) == many
+
+
+def test_benchmark_page_shows_the_claim_beside_the_fastest_speed_up(loaded, client):
+    # Only 02bac05 is loaded, so it is the CI source's latest publication the page shows.
+    page = client.get("/benchmarks/geglu/?source=liger-kernel-ci").content.decode()
+    assert 'class="claim claim-' in page and "(published)" in page

@@ -60,7 +60,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "runs",
     "reruns",
-    "claims",
     "allauth",
     "allauth.account",
     "allauth.mfa",

@@ -29,7 +29,7 @@ urlpatterns = [
     path("api/v1/", include((attestations_api, "attestations-api"))),
     path("", include("attestations.urls")),
     path("", include("reruns.urls")),
-    path("", include("claims.urls")),
+    path("", include("runs.claims.urls")),
     path("", include("runs.urls")),
 ]
 

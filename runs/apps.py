@@ -26,3 +26,6 @@ class RunsConfig(AppConfig):
 
         # `<upstream:…>` in runs/urls.py and runs/api/urls.py: upstream names as path segments.
         register_converter(UpstreamNameConverter, "upstream")
+
+        # A controlled rerun's evidence event re-judges its group's claims once committed.
+        from runs.claims import signals  # noqa: F401

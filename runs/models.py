@@ -500,3 +500,6 @@ class EvidenceEvent(models.Model):
 
 # Changes across a source's publications live in their own module (runs/changes/).
 from runs.changes.models import CellChange, CellSeries  # noqa: E402, F401
+
+# Published speed-up claims re-judged by controlled reruns (runs/claims/).
+from runs.claims.models import JudgedClaim  # noqa: E402, F401

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from claims.models import JudgedClaim
+from runs.claims.models import JudgedClaim
 from runs.services import ingest
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -1,11 +1,11 @@
-"""The claim rule (claims/rule.py), table-driven: holds, overstated, understated, reversed,
+"""The claim rule (runs/claims/rule.py), table-driven: holds, overstated, understated, reversed,
 and the refusals (another GPU product, one side missing, two processes, too wide)."""
 
 from __future__ import annotations
 
 import pytest
 
-from claims.rule import Judged, Refused, Side, judge
+from runs.claims.rule import Judged, Refused, Side, judge
 
 H200 = "NVIDIA H200"
 

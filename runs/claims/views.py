@@ -10,9 +10,9 @@ from django.views.decorators.http import require_safe
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 
-from claims.models import JudgedClaim, Verdict
-from claims.serializers import JudgedClaimSerializer
 from runs.api.views import StrictCursorPagination, StrictQueryMixin
+from runs.claims.models import JudgedClaim, Verdict
+from runs.claims.serializers import JudgedClaimSerializer
 from runs.models import Source
 from runs.read.freshness import public_page
 

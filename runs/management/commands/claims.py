@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from claims.services import claims_judge
+from runs.claims.services import claims_judge
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from claims import rule
+from runs.claims import rule
 from runs.models import ComparisonGroup, Run, Source
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from claims import views
+from runs.claims import views
 
 app_name = "claims"
 

@@ -9,7 +9,7 @@ from runs.read.freshness import once_per_data_change
 
 
 def _load() -> dict:
-    from claims.models import JudgedClaim
+    from runs.claims.models import JudgedClaim
 
     by_run: dict[int, list[dict]] = defaultdict(list)
     by_group: dict[int, list[dict]] = defaultdict(list)

@@ -2,7 +2,7 @@
 
 Reads only the evidence events (their facts hold the controlled figures, the tolerance the
 verdict used, the GPU product and the runner process), never a result's samples. Called for
-one comparison group whenever an event of one of its runs is written (claims/signals.py), and
+one comparison group whenever an event of one of its runs is written (runs/claims/signals.py), and
 for everything by `manage.py claims judge`.
 """
 
@@ -13,8 +13,8 @@ from itertools import combinations
 
 from django.db import transaction
 
-from claims import rule
-from claims.models import JudgedClaim
+from runs.claims import rule
+from runs.claims.models import JudgedClaim
 from runs.evidence import TOLERANCE_CEILING
 from runs.models import Evidence, EvidenceEvent
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from claims.models import JudgedClaim
+from runs.claims.models import JudgedClaim
 
 
 class ClaimSideSerializer(serializers.Serializer):

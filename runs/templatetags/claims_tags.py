@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from django import template
 
-from claims import read
+from runs.claims import read
 
 register = template.Library()
 
 
 @register.simple_tag
 def run_claims(run) -> list[dict]:
-    """The judged claims a run is a side of (no query: claims/read.py)."""
+    """The judged claims a run is a side of (no query: runs/claims/read.py)."""
     return read.for_run(run.pk) if run is not None else []
 
 

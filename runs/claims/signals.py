@@ -16,6 +16,6 @@ def _rejudge(sender, instance: EvidenceEvent, created: bool, **kwargs) -> None:
     group_id = instance.run.group_id
     if group_id is None:
         return
-    from claims.services import claims_judge
+    from runs.claims.services import claims_judge
 
     transaction.on_commit(lambda: claims_judge([group_id]))

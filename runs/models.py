@@ -188,21 +188,43 @@ class Publication(models.Model):
         return f"{self.source.slug}/{self.slug}"
 
 
-class LedgerQuerySet(models.QuerySet):
-    """The ledger is append-only at the QuerySet level too: bulk updates and deletes, which
-    bypass save() and delete(), are refused."""
+class AppendOnlyQuerySet(models.QuerySet):
+    """An append-only table at the QuerySet level: bulk updates and deletes, which bypass
+    save() and delete(), are refused."""
+
+    def _refuse(self):
+        raise ValueError(f"{self.model.__name__} is append-only")
 
     def update(self, **kwargs):
-        raise ValueError("ImportRecord is append-only")
+        self._refuse()
 
     def bulk_update(self, *args, **kwargs):
-        raise ValueError("ImportRecord is append-only")
+        self._refuse()
 
     def delete(self):
-        raise ValueError("ImportRecord is append-only")
+        self._refuse()
 
 
-class ImportRecord(models.Model):
+class AppendOnly(models.Model):
+    """A row written once: no save of an existing row, no delete (with AppendOnlyQuerySet)."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError(f"{type(self).__name__} is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError(f"{type(self).__name__} is append-only")
+
+
+class LedgerQuerySet(AppendOnlyQuerySet):
+    pass
+
+
+class ImportRecord(AppendOnly):
     """The upstream ledger: one fetch of one upstream file, what came in, from where, and what
     it changed. Append-only, like EvidenceEvent: no save of an existing row, no delete.
 
@@ -250,14 +272,6 @@ class ImportRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.location} at {self.imported_at:%Y-%m-%d %H:%M}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("ImportRecord is append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("ImportRecord is append-only")
 
     @property
     def silent_rewrite(self) -> bool:
@@ -437,7 +451,7 @@ class DataVersion(models.Model):
 # Evidence history.
 
 
-class EvidenceEventQuerySet(models.QuerySet):
+class EvidenceEventQuerySet(AppendOnlyQuerySet):
     def latest_for(self, run) -> EvidenceEvent | None:
         """The event behind the run's current level (the newest), or None."""
         return (
@@ -461,7 +475,7 @@ class EvidenceEventQuerySet(models.QuerySet):
         return self.filter(run__public_id=run.public_id).select_related("controlled_run")
 
 
-class EvidenceEvent(models.Model):
+class EvidenceEvent(AppendOnly):
     """One application of a controlled rerun's outcome to a run: append-only.
 
     Written only by runs.evidence.evidence_apply, in the same transaction that moves
@@ -488,14 +502,6 @@ class EvidenceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run.public_id}: {self.from_level} → {self.to_level}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("EvidenceEvent is append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("EvidenceEvent is append-only")
 
 
 # Changes across a source's publications live in their own module (runs/changes/).

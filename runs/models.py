@@ -10,7 +10,12 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
-from runs.querysets import ComparisonGroupQuerySet, PublicationQuerySet, RunQuerySet
+from runs.querysets import (
+    BenchmarkQuerySet,
+    ComparisonGroupQuerySet,
+    PublicationQuerySet,
+    RunQuerySet,
+)
 
 DIGEST_LENGTH = 71  # "sha256:" + 64 hex
 
@@ -88,6 +93,8 @@ class Gpu(models.Model):
 class Benchmark(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
     title = models.CharField(max_length=200)
+
+    objects = BenchmarkQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]
@@ -221,7 +228,14 @@ class AppendOnly(models.Model):
 
 
 class LedgerQuerySet(AppendOnlyQuerySet):
-    pass
+    def of_source(self, source) -> LedgerQuerySet:
+        """The source's entries, newest first (the model's order), with what each names."""
+        return self.filter(source=source).select_related("publication", "rewrite_of")
+
+    def last_per_source(self) -> dict[int, object]:
+        """{source id: time of its newest entry}: the home page's "last import"."""
+        rows = self.order_by().values_list("source").annotate(last=models.Max("imported_at"))
+        return dict(rows)
 
 
 class ImportRecord(AppendOnly):

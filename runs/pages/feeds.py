@@ -7,7 +7,7 @@ from django.utils.feedgenerator import Atom1Feed
 
 from kernelindex.origin import absolute
 from runs.models import Run
-from runs.templatetags.runs_tags import scale
+from runs.pages.units import scale
 
 
 class LatestRunsFeed(Feed):

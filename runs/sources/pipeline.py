@@ -21,7 +21,7 @@ import itertools
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -33,7 +33,7 @@ from runs.manifest.canonical import document_canonical, sha256_digest
 from runs.models import ComparisonGroup, Evidence, Publication, Run, Source
 from runs.sources.base import IngestError, InputFile, Record
 from runs.sources.documents import Resolver
-from runs.sources.ledger import ledger_append
+from runs.sources.ledger import IngestReport, ledger_append
 from runs.sources.ranking import rank_publication
 
 Progress = Callable[[Iterable], Iterable]
@@ -55,27 +55,6 @@ _LIMITS = {
 }
 # Lookups by a list of values go in chunks: SQLite bounds the parameters of one query.
 _CHUNK = 5000
-
-
-@dataclass
-class IngestReport:
-    location: str
-    publication: str
-    rows: int
-    created: int
-    revised: int
-    unchanged: int
-    # [public id, revision] of every run this file revised, for the ledger.
-    revised_ids: list[list] = field(default_factory=list, repr=False)
-    # The runs created, as model instances: only for controlled runs (one a call). An upstream
-    # file's runs are streamed to the database and not kept, so memory stays flat in rows.
-    runs: list[Run] = field(default_factory=list, repr=False)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.location}: {self.rows} rows, {self.created} created, "
-            f"{self.revised} revised, {self.unchanged} unchanged"
-        )
 
 
 def source_ensure(slug: str, meta: dict) -> Source:

@@ -87,51 +87,62 @@ def _sweep_x(run, swept: str):
     return run.workload.parameters.get(swept)
 
 
+def _panel_key(run) -> tuple[tuple, str, str]:
+    """(the panel a run belongs to, its swept parameter, its fixed ones as text): one panel
+    per publication, pass, metric, GPU and workload family."""
+    swept = _swept_param(run) if run.sweep_name else ""
+    fixed_params = {k: v for k, v in run.workload.parameters.items() if k != swept}
+    fixed = " · ".join(
+        str(fixed_params[k]) if k == "dtype" else f"{k} = {fixed_params[k]}"
+        for k in sorted(fixed_params, key=param_order)
+    )
+    key = (
+        run.publication_id,
+        run.timed_pass,
+        run.metric,
+        run.environment.gpu.upstream_name,
+        swept,
+        fixed,
+    )
+    return key, swept, fixed
+
+
+def _new_panel(benchmark, run, chart_id: str, swept: str, fixed: str) -> Panel:
+    gpu = run.environment.gpu
+    title = (
+        f"{benchmark.title}: {Metric(run.metric).label.lower()}, "
+        f"{TimedPass(run.timed_pass).label.lower()} pass, {gpu.upstream_name}"
+    )
+    return Panel(
+        chart_id=chart_id,
+        title=title,
+        sweep=swept,
+        fixed=fixed,
+        unit=run.unit,
+        order=(
+            run.metric != "latency",
+            _PASS_ORDER.get(run.timed_pass, 9),
+            gpu.upstream_name,
+            swept,
+            fixed,
+        ),
+        source_slug=run.publication.source.slug,
+        source_name=run.publication.source.name,
+        gpu_slug=gpu.slug,
+        gpu_name=gpu.upstream_name,
+        timed_pass=run.timed_pass,
+        metric=run.metric,
+        publication=run.publication,
+    )
+
+
 def benchmark_panels(benchmark, runs) -> list[Panel]:
     panels: dict[tuple, Panel] = {}
     for run in runs:
-        swept = _swept_param(run) if run.sweep_name else ""
-        fixed_params = {k: v for k, v in run.workload.parameters.items() if k != swept}
-        fixed = " · ".join(
-            str(fixed_params[k]) if k == "dtype" else f"{k} = {fixed_params[k]}"
-            for k in sorted(fixed_params, key=param_order)
-        )
-        key = (
-            run.publication_id,
-            run.timed_pass,
-            run.metric,
-            run.environment.gpu.upstream_name,
-            swept,
-            fixed,
-        )
+        key, swept, fixed = _panel_key(run)
         panel = panels.get(key)
         if panel is None:
-            title = (
-                f"{benchmark.title}: {Metric(run.metric).label.lower()}, "
-                f"{TimedPass(run.timed_pass).label.lower()} pass, "
-                f"{run.environment.gpu.upstream_name}"
-            )
-            panel = panels[key] = Panel(
-                chart_id=f"p{len(panels) + 1}",
-                title=title,
-                sweep=swept,
-                fixed=fixed,
-                unit=run.unit,
-                order=(
-                    run.metric != "latency",
-                    _PASS_ORDER.get(run.timed_pass, 9),
-                    run.environment.gpu.upstream_name,
-                    swept,
-                    fixed,
-                ),
-                source_slug=run.publication.source.slug,
-                source_name=run.publication.source.name,
-                gpu_slug=run.environment.gpu.slug,
-                gpu_name=run.environment.gpu.upstream_name,
-                timed_pass=run.timed_pass,
-                metric=run.metric,
-                publication=run.publication,
-            )
+            panel = panels[key] = _new_panel(benchmark, run, f"p{len(panels) + 1}", swept, fixed)
         x = _sweep_x(run, swept)
         if x not in panel.cells:
             panel.xs.append(x)
@@ -399,10 +410,8 @@ def _same_workload(panels: list[Panel], params, current: Panel) -> str:
     return "1"
 
 
-def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
-    """Pick the panel the query asks for (source, gpu, pass, metric, workload), the baseline
-    implementation and the plot kind; each unset or unavailable choice falls back to the first
-    available one, and a value that names nothing on this page raises BadChoice."""
+def _check_choices(panels: list[Panel], params) -> None:
+    """BadChoice for a query value that names nothing on this page."""
     known = {
         "source": {p.source_slug for p in panels},
         "gpu": {p.gpu_slug for p in panels},
@@ -419,13 +428,13 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     workload = params.get("workload", "1")
     if not workload.isdigit() or not 1 <= int(workload) <= 999:
         raise BadChoice("workload is a number from the workload links, like 1.")
-    if not panels:
-        return BenchmarkView(None, [], [], "", "median", "", [], [])
 
-    chosen, candidates, selector_values, notes = _resolve(panels, params)
-    # Panels left differ only in the swept parameter and the fixed ones.
-    index = min(int(workload), len(candidates))
-    if int(workload) > len(candidates):
+
+def _pick_workload(candidates: list[Panel], workload: int, chosen, selector_values, notes):
+    """The panel of the asked-for workload link (the panels left differ only in the swept
+    parameter and the fixed ones), or the last one, with a note, when there are fewer."""
+    index = min(workload, len(candidates))
+    if workload > len(candidates):
         notes.append(
             f"This choice has {len(candidates)} workload{_plural(len(candidates))}; "
             f"showing the {_workload_label(candidates[index - 1])}."
@@ -439,7 +448,11 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
                 [(str(i + 1), _workload_label(p)) for i, p in enumerate(candidates)],
             )
         )
-    panel = candidates[index - 1]
+    return candidates[index - 1]
+
+
+def _pick_baseline(panels: list[Panel], panel: Panel, params, chosen, selector_values, notes):
+    """The implementation speed-ups are over: the asked-for one where the plot has it."""
     by_key = {k: n for n, k in panel.keys.items()}
     baseline = by_key.get(params.get("baseline", ""), _default_baseline(panel))
     wanted = params.get("baseline")
@@ -451,6 +464,33 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
         ("baseline", "Speed-up relative to",
          [(panel.keys[n], n) for n in panel.implementations])
     )  # fmt: skip
+    return baseline
+
+
+def _rows(panel: Panel, baseline: str) -> list:
+    """(x label, [(run, speed-up over the baseline)] per implementation) per swept value."""
+    rows = []
+    for x in panel.xs:
+        base = panel.cells[x].get(baseline)
+        rows.append(
+            (x_label(x), [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
+                          for i in panel.implementations])
+        )  # fmt: skip
+    return rows
+
+
+def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
+    """Pick the panel the query asks for (source, gpu, pass, metric, workload), the baseline
+    implementation and the plot kind; each unset or unavailable choice falls back to the first
+    available one, and a value that names nothing on this page raises BadChoice."""
+    _check_choices(panels, params)
+    if not panels:
+        return BenchmarkView(None, [], [], "", "median", "", [], [])
+
+    chosen, candidates, selector_values, notes = _resolve(panels, params)
+    workload = int(params.get("workload", "1"))
+    panel = _pick_workload(candidates, workload, chosen, selector_values, notes)
+    baseline = _pick_baseline(panels, panel, params, chosen, selector_values, notes)
     chosen["plot"] = params.get("plot", "median")
     selector_values.append(("plot", "Plot", list(PLOTS.items())))
 
@@ -466,14 +506,7 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
                  for value, label in ordered])
         for name, title, ordered in selector_values
     ]  # fmt: skip
-
-    rows = []
-    for x in panel.xs:
-        base = panel.cells[x].get(baseline)
-        rows.append(
-            (x_label(x), [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
-                          for i in panel.implementations])
-        )  # fmt: skip
+    rows = _rows(panel, baseline)
     svg = _panel_svg(panel, rows, baseline, chosen["plot"])
     summary = _summary(panels, chosen)
     return BenchmarkView(panel, selectors, summary, baseline, chosen["plot"], svg, rows, notes)

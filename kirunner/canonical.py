@@ -3,8 +3,8 @@
 The server's manifest digests (runs.manifest.canonical), the runner's result signatures and the
 server's verification of them (both kirunner.sign) all call `canonicalize`, so the bytes
 cannot drift apart; `sha256_digest` is the one "sha256:" digest rule and `API_VERSION` the one
-version every document and result carries. The implementation is the maintained `rfc8785` package, a plain library
-with no dependencies, so the runner stays importable without Django.
+version every document and result carries. The implementation is the maintained `rfc8785`
+package, a plain library with no dependencies, so the runner stays importable without Django.
 
 The C JSON encoder gives the same bytes as RFC 8785 whenever every key is an ASCII string and
 every number prints alike under Python and ECMAScript rules; that covers nearly every manifest

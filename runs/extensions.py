@@ -1,4 +1,5 @@
-"""The one extension point of runs: the run page, the Run admin and the demo data.
+"""The one extension point of runs: the run page, the Run admin, every page's header and
+footer, and the demo data.
 
 `runs` is the public record; `attestations` and `reruns` add to it: sections of the run page
 (replications and notes, controlled reruns) and actions in the Run admin (order a rerun). They

@@ -100,9 +100,21 @@ class RunQuerySet(models.QuerySet):
             .order_by("-created_at")
         )
 
+    def for_feed(self) -> RunQuerySet:
+        """Newest imports first, with what a feed entry names: benchmark, implementation, GPU
+        and source."""
+        return self.select_related(
+            "benchmark", "implementation", "environment__gpu", "source"
+        ).order_by("-created_at", "-id")
+
     def with_workload(self) -> RunQuerySet:
         """With the workload, whose parameters name a run wherever it is listed."""
         return self.select_related("workload")
+
+    def with_cell(self) -> RunQuerySet:
+        """With what names the run's cell: its group (the cell key) and implementation (the
+        provider key)."""
+        return self.select_related("group", "implementation")
 
     def for_run_page(self) -> RunQuerySet:
         """What a run's own pages read beside it: the workload and the comparison group."""

@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MODULES = ["runs/pages/views.py", "reruns/panels.py", "runs/read/counts.py"]
+# The page views, the feeds and every app's run-page panels.
+MODULES = [
+    "runs/pages/views.py",
+    "runs/pages/feeds.py",
+    "runs/pages/change_feeds.py",
+    "runs/read/counts.py",
+    "reruns/panels.py",
+    "attestations/panels.py",
+    "attestations/watching/panels.py",
+]
 BUILDERS = {
     "filter",
     "exclude",

@@ -26,11 +26,7 @@ class LatestRunsFeed(Feed):
         return absolute("/feeds/runs.atom")
 
     def items(self):
-        return (
-            Run.objects.public()
-            .select_related("benchmark", "implementation", "environment__gpu", "source")
-            .order_by("-created_at", "-id")[:50]
-        )
+        return Run.objects.public().for_feed()[:50]
 
     def item_title(self, item: Run) -> str:
         return (

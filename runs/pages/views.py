@@ -30,16 +30,10 @@ from runs.models import (
     Source,
 )
 from runs.pages import charts, run_parts
-from runs.pages.ledger import ledger_lines
-from runs.pages.presenters import (
-    BadChoice,
-    benchmark_groups,
-    benchmark_panels,
-    benchmark_view,
-    comparability,
-    spec_diff,
-    upstream_file,
-)
+from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
+from runs.pages.compare import comparability, spec_diff
+from runs.pages.home import benchmark_groups
+from runs.pages.ledger import ledger_lines, upstream_file
 from runs.read import memo
 from runs.read.browse import BadQuery, browse
 from runs.read.counts import gpu_benchmarks, source_stats

@@ -1,8 +1,8 @@
-"""Shape query results for the benchmark, group and compare pages (no queries here)."""
+"""The benchmark page: its runs shaped into plots (panels), one shown at a time, chosen by
+links that keep the choice in the URL (no queries here)."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -159,132 +159,6 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
         out.append(panel)
     out.sort(key=lambda p: p.order)
     return out
-
-
-def _flatten(value, prefix: str = "") -> dict[str, object]:
-    if isinstance(value, dict):
-        flat: dict[str, object] = {}
-        for key in sorted(value):
-            flat.update(_flatten(value[key], f"{prefix}.{key}" if prefix else key))
-        return flat
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        flat = {}
-        for i, item in enumerate(value):
-            flat.update(_flatten(item, f"{prefix}[{i}]"))
-        return flat
-    return {prefix: value}
-
-
-@dataclass
-class DiffRow:
-    field: str
-    left: object
-    right: object
-
-    @property
-    def differs(self) -> bool:
-        return self.left != self.right
-
-
-def spec_diff(left: dict, right: dict) -> list[DiffRow]:
-    """Every leaf of two digest-covered specs, side by side."""
-    a, b = _flatten(left), _flatten(right)
-    return [DiffRow(k, a.get(k, "—"), b.get(k, "—")) for k in sorted(set(a) | set(b))]
-
-
-def comparability(a, b) -> tuple[bool, str]:
-    """(comparable, a plain sentence why)."""
-    if a.group_id == b.group_id:
-        return True, (
-            "Comparable: both runs are in the same comparison group (same benchmark, timed pass, "
-            "metric, workload, GPU and protocol family, in the same publication), so their "
-            "medians rank against each other."
-        )
-    reasons = []
-    if a.benchmark_id != b.benchmark_id:
-        reasons.append("they measure different benchmarks")
-    if a.timed_pass != b.timed_pass:
-        reasons.append("they time different passes")
-    if a.metric != b.metric:
-        reasons.append("they measure different metrics")
-    if a.workload_id != b.workload_id:
-        reasons.append("their workloads differ")
-    if a.environment_id != b.environment_id:
-        reasons.append("they ran on different hardware")
-    if a.protocol.family != b.protocol.family:
-        reasons.append("their protocols belong to different comparability families")
-    if not reasons and a.group.cell_key == b.group.cell_key:
-        return False, (
-            "Not ranked together: the two runs measure the same cell but come from different "
-            "publications (different upstream runs), so they are two points of one history "
-            "rather than competitors."
-        )
-    if not reasons:
-        reasons.append("they were swept differently upstream")
-    return False, "Not comparable: " + ", ".join(reasons) + "."
-
-
-def natural_key(text: str) -> list:
-    """Numbers in text sort as numbers: "2_ReLU" before "26_GELU", "L2" before "L10"."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", text)]
-
-
-@dataclass
-class BenchmarkGroup:
-    title: str  # the family where titles name one ("KernelBench L1"), else the source's name
-    benchmarks: list
-    runs: int
-    open: bool = False
-
-
-def benchmark_groups(benchmarks: list, main_source: dict, source_names: dict) -> list:
-    """The home page's benchmark list: grouped by each benchmark's main source and, where
-    titles read "<family> · <name>" (KernelBench's levels), by family instead; the group with
-    the most runs first and open, the others folded; names in natural order."""
-    groups: dict[str, BenchmarkGroup] = {}
-    for benchmark in benchmarks:
-        family, _, name = benchmark.title.rpartition(" · ")
-        source = source_names.get(main_source.get(benchmark.pk), "")
-        title = family or source
-        group = groups.setdefault(title, BenchmarkGroup(title, [], 0))
-        benchmark.short_title = name
-        group.benchmarks.append(benchmark)
-        group.runs += benchmark.n
-    for group in groups.values():
-        group.benchmarks.sort(key=lambda b: natural_key(b.title))
-    ordered = sorted(groups.values(), key=lambda g: (-g.runs, natural_key(g.title)))
-    if ordered:
-        ordered[0].open = True
-    return ordered
-
-
-# Where each source's files live upstream; an import's location is a path on the machine that
-# imported it, which means nothing to a reader (and says more about that machine than it should).
-# (path components kept, upstream repository and folder; {commit} is the fetch's commit)
-UPSTREAM_FILES = {
-    "liger-kernel-bench": (
-        1, "https://github.com/linkedin/Liger-Kernel", "blob/main/benchmark/data/{name}"
-    ),
-    "liger-kernel-ci": (
-        2, "https://github.com/linkedin/Liger-Kernel", "blob/gh-pages/benchmarks/{name}"
-    ),
-    "kernelbench": (
-        2, "https://github.com/ScalingIntelligence/KernelBench",
-        "blob/{commit}/results/timing/{name}",
-    ),
-}  # fmt: skip
-
-
-def upstream_file(source_slug: str, location: str, commit: str = "") -> tuple[str, str]:
-    """(file name as upstream names it, link to it or "") for an import's location."""
-    if location.startswith(("http://", "https://")):
-        return location.rstrip("/").rsplit("/", 1)[-1], location
-    parts = location.replace("\\", "/").rstrip("/").split("/")
-    depth, repository, pattern = UPSTREAM_FILES.get(source_slug, (1, "", ""))
-    name = "/".join(parts[-depth:])
-    if not pattern:
-        return name, ""
-    return name, f"{repository}/{pattern.format(name=name, commit=commit or 'main')}"
 
 
 # The benchmark page: one plot at a time, chosen by links that keep the choice in the URL.

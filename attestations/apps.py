@@ -5,9 +5,13 @@ class AttestationsConfig(AppConfig):
     name = "attestations"
     verbose_name = "Community"
     default_auto_field = "django.db.models.BigAutoField"
+    # Read by runs.read.freshness. Attestations appear on run pages, so a write moves the data
+    # version; tokens change on every API call (their last use) and watches and notices are
+    # private to their user, so bumping the version for them would only empty the cache.
+    public_data = True
+    private_models = ("apitoken", "watch", "notice")
 
     def ready(self) -> None:
-        import kernelindex.checks  # noqa: F401 - registers the project's deploy checks
         from attestations import panels, staffmfa
         from attestations.watching import panels as watching_panels
         from attestations.watching import receivers
@@ -19,3 +23,4 @@ class AttestationsConfig(AppConfig):
         run_extensions.register_panel(watching_panels.PANEL)
         receivers.connect()
         run_extensions.register_panel(panels.BENCHMARK_PANEL)
+        run_extensions.register_site_fragment("header", "attestations/_account_nav.html")

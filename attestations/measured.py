@@ -19,7 +19,6 @@ versions read from the file, never typed. Nothing here touches the run's evidenc
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from django.core.exceptions import ValidationError
 
 from attestations.units import MAX_STORED_VALUE
 from kirunner import sanity
-from kirunner.canonical import canonicalize
+from kirunner.canonical import sha256_digest
 from kirunner.result_schema import self_run_problem
 from runs.models import Gpu, Run
 from runs.reference import catalogue, plausibility
@@ -231,7 +230,7 @@ def _measured(run: Run, document: dict, gpu: Gpu | None) -> MeasuredResult:
     runner = payload.get("runner") or {}
     return MeasuredResult(
         document=document,
-        digest="sha256:" + hashlib.sha256(canonicalize(document)).hexdigest(),
+        digest=sha256_digest(document),
         median=_stored(m["median"], m["unit"]),
         p20=_stored(m.get("p20"), m["unit"]),
         p80=_stored(m.get("p80"), m["unit"]),

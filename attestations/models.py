@@ -17,7 +17,7 @@ from attestations.querysets import (
     PosterBanQuerySet,
     ReportQuerySet,
 )
-from runs.models import Gpu, Run
+from runs.models import AppendOnly, AppendOnlyQuerySet, Gpu, Run
 
 
 class Kind(models.TextChoices):
@@ -184,8 +184,9 @@ class Report(models.Model):
         return f"Report #{self.pk} on run {self.run.public_id}"
 
 
-class ModerationEvent(models.Model):
-    """Append-only audit trail: who did what to which item, from which state to which, and why."""
+class ModerationEvent(AppendOnly):
+    """Append-only audit trail: who did what to which item, from which state to which, and why.
+    The trail is evidence of what moderators did; rows are written once and never changed."""
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
@@ -210,21 +211,14 @@ class ModerationEvent(models.Model):
     to_state = models.CharField(max_length=16, blank=True)
     reason = models.CharField(max_length=500, blank=True)
 
+    objects = AppendOnlyQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         target = self.attestation or self.report or self.subject
         return f"{self.action} {target} by {self.actor}"
-
-    def save(self, *args, **kwargs) -> None:
-        # The trail is evidence of what moderators did; rows are written once and never changed.
-        if self.pk is not None:
-            raise ValueError("Moderation events are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("Moderation events are append-only")
 
 
 class PosterBan(models.Model):

@@ -17,11 +17,10 @@ def runs_with_items() -> tuple[frozenset[str], frozenset[str]]:
     nothing. Any state, because a signed-in author sees their own pending items."""
 
     def compute():
-        attested = Attestation.objects.order_by().values_list("run__public_id", flat=True)
-        reported = (
-            Report.objects.answered_publicly().order_by().values_list("run__public_id", flat=True)
+        return (
+            Attestation.objects.run_public_ids(),
+            Report.objects.answered_publicly().run_public_ids(),
         )
-        return frozenset(attested.distinct()), frozenset(reported.distinct())
 
     return once_per_data_change("attestations:runs-with-items", compute)
 
@@ -37,7 +36,7 @@ def run_section(request: HttpRequest, run) -> dict:
         else []
     )
     answered = (
-        list(Report.objects.for_run(run).answered_publicly().order_by("answered_at"))
+        list(Report.objects.for_run(run).answered_publicly().in_answer_order())
         if run.public_id in reported
         else []
     )
@@ -89,11 +88,8 @@ def benchmarks_with_measured() -> frozenset[int]:
     pages of the others ask nothing."""
     return once_per_data_change(
         "attestations:benchmarks-with-measured",
-        lambda: frozenset(
-            Attestation.objects.approved().measured().order_by()
-            .values_list("run__benchmark_id", flat=True).distinct()
-        ),
-    )  # fmt: skip
+        lambda: Attestation.objects.approved().measured().benchmark_ids(),
+    )
 
 
 def benchmark_measured(request: HttpRequest, benchmark) -> dict:
@@ -101,7 +97,7 @@ def benchmark_measured(request: HttpRequest, benchmark) -> dict:
     and how far their medians lie from the published ones measured on that same product."""
     if benchmark.pk not in benchmarks_with_measured():
         return {"rows": []}
-    items = Attestation.objects.approved().measured().filter(run__benchmark=benchmark)
+    items = Attestation.objects.approved().measured().for_benchmark(benchmark)
     by_product: dict[str, list] = {}
     for item in items.with_related():
         product = item.gpu.product if item.gpu else "CPU (scaled-down shapes)"

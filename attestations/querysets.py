@@ -35,6 +35,17 @@ class AttestationQuerySet(models.QuerySet):
         """Reproductions whose figures come from an uploaded result file."""
         return self.exclude(result_digest="")
 
+    def for_benchmark(self, benchmark) -> AttestationQuerySet:
+        return self.filter(run__benchmark=benchmark)
+
+    def run_public_ids(self) -> frozenset[str]:
+        """Public ids of the runs these items are about."""
+        return frozenset(self.order_by().values_list("run__public_id", flat=True).distinct())
+
+    def benchmark_ids(self) -> frozenset[int]:
+        """Pks of the benchmarks these items' runs measure."""
+        return frozenset(self.order_by().values_list("run__benchmark_id", flat=True).distinct())
+
     def with_related(self) -> AttestationQuerySet:
         # The run's GPU says whether a median compares with the published one; the stored
         # result file is read only where it is shown (the detail page, the admin).
@@ -56,6 +67,13 @@ class ReportQuerySet(models.QuerySet):
     def answered_publicly(self) -> ReportQuerySet:
         """Resolved reports with an answer: the run page shows these."""
         return self.filter(state="resolved").exclude(answer="")
+
+    def in_answer_order(self) -> ReportQuerySet:
+        return self.order_by("answered_at")
+
+    def run_public_ids(self) -> frozenset[str]:
+        """Public ids of the runs these reports are about."""
+        return frozenset(self.order_by().values_list("run__public_id", flat=True).distinct())
 
 
 class PosterBanQuerySet(models.QuerySet):

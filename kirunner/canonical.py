@@ -1,9 +1,10 @@
 """RFC 8785 (JCS) canonical JSON: the one rule behind every digest and signature.
 
-The server's manifest digests (runs.manifest.canonical), the runner's result signatures (kirunner.sign)
-and the server's verification of them (reruns.signing) all call `canonicalize`, so the bytes
-cannot drift apart. The implementation is the maintained `rfc8785` package, a plain library
-with no dependencies, so the runner stays importable without Django.
+The server's manifest digests (runs.manifest.canonical), the runner's result signatures and the
+server's verification of them (both kirunner.sign) all call `canonicalize`, so the bytes
+cannot drift apart; `sha256_digest` is the one "sha256:" digest rule and `API_VERSION` the one
+version every document and result carries. The implementation is the maintained `rfc8785`
+package, a plain library with no dependencies, so the runner stays importable without Django.
 
 The C JSON encoder gives the same bytes as RFC 8785 whenever every key is an ASCII string and
 every number prints alike under Python and ECMAScript rules; that covers nearly every manifest
@@ -13,12 +14,15 @@ and is many times faster than the pure-Python canonicaliser, which handles the r
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import rfc8785
 
-__all__ = ["CanonicalizationError", "canonicalize", "format_number"]
+__all__ = ["API_VERSION", "CanonicalizationError", "canonicalize", "format_number", "sha256_digest"]
+
+API_VERSION = "kernelindex.dev/v1alpha1"
 
 
 class CanonicalizationError(ValueError):
@@ -36,6 +40,11 @@ def canonicalize(value: Any) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeError) as exc:
         raise CanonicalizationError(str(exc)) from exc
+
+
+def sha256_digest(value: Any) -> str:
+    """The "sha256:" digest of the value's canonical bytes: manifests, payloads, results."""
+    return "sha256:" + hashlib.sha256(canonicalize(value)).hexdigest()
 
 
 # json.dumps with these options builds a new encoder on every call, a third of the cost of

@@ -21,7 +21,7 @@ from __future__ import annotations
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from .runner import API_VERSION
+from .canonical import API_VERSION
 
 NUMBER = {"type": "number"}  # JSON Schema's number excludes booleans
 TEXT = {"type": "string", "maxLength": 200}

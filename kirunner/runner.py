@@ -28,12 +28,12 @@ from collections.abc import Callable
 from typing import Any
 
 from . import __version__
+from .canonical import API_VERSION
 from .impls import Unavailable
 from .workload import WorkloadError
 
 __all__ = ["API_VERSION", "JobError", "is_self_run", "run_job", "support_problem", "validate_job"]
 
-API_VERSION = "kernelindex.dev/v1alpha1"
 PASSES = ("forward", "backward", "full")
 METRIC_ALIASES = {"latency": "latency", "speed": "latency", "memory": "memory"}
 DEFAULT_QUANTILES = (0.5, 0.2, 0.8)

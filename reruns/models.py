@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from reruns.querysets import RerunJobQuerySet
+from reruns.querysets import RerunJobQuerySet, ResultReceiptQuerySet
 from runs.models import EvidenceEvent, Run
 
 
@@ -146,6 +146,8 @@ class ResultReceipt(models.Model):
         EvidenceEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="receipt"
     )
     received_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ResultReceiptQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"Result of {self.job}"

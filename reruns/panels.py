@@ -70,22 +70,14 @@ def runs_with_jobs() -> frozenset[str]:
     data change, so the pages of the other runs (nearly all of them) ask nothing."""
     return once_per_data_change(
         "reruns:runs-with-jobs",
-        lambda: frozenset(
-            RerunJob.objects.order_by().values_list("run__public_id", flat=True).distinct()
-        ),
+        RerunJob.objects.run_public_ids,
     )
 
 
 def run_reruns(request: HttpRequest, run) -> dict:
     """Jobs, evidence history, and the request form."""
     jobs = (
-        list(
-            RerunJob.objects.for_run(run)
-            .select_related("requested_by", "receipt__controlled_run", "receipt__evidence_event")
-            .order_by("-created_at")
-        )
-        if run.public_id in runs_with_jobs()
-        else []
+        list(RerunJob.objects.for_run(run).for_panel()) if run.public_id in runs_with_jobs() else []
     )
     rows = []
     for job in jobs:
@@ -123,7 +115,7 @@ def run_reruns(request: HttpRequest, run) -> dict:
             or (signed_in and not is_controlled)
         ),
         "controlled_receipt": (
-            ResultReceipt.objects.filter(controlled_run=run).first() if is_controlled else None
+            ResultReceipt.objects.of_controlled_run(run) if is_controlled else None
         ),
         "broker_configured": broker_configured(),
         "no_broker": NO_BROKER,

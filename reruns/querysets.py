@@ -10,6 +10,16 @@ class RerunJobQuerySet(models.QuerySet):
         """Jobs of every revision of the run: a revision keeps its public id."""
         return self.filter(run__public_id=run.public_id)
 
+    def run_public_ids(self) -> frozenset[str]:
+        """Public ids of the runs that have any job."""
+        return frozenset(self.order_by().values_list("run__public_id", flat=True).distinct())
+
+    def for_panel(self) -> RerunJobQuerySet:
+        """Newest first, with what a run page's rerun panel shows of each job."""
+        return self.select_related(
+            "requested_by", "receipt__controlled_run", "receipt__evidence_event"
+        ).order_by("-created_at")
+
     def awaiting_approval(self) -> RerunJobQuerySet:
         return self.filter(state="awaiting-approval")
 
@@ -27,3 +37,8 @@ class RerunJobQuerySet(models.QuerySet):
     def silent_since(self, moment: datetime) -> RerunJobQuerySet:
         """Running, and no heartbeat since `moment`: the worker is gone."""
         return self.filter(state="running", heartbeat_at__lt=moment)
+
+class ResultReceiptQuerySet(models.QuerySet):
+    def of_controlled_run(self, run):
+        """The receipt of the result a controlled run was made from, or None."""
+        return self.filter(controlled_run=run).first()

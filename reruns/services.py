@@ -22,7 +22,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from kirunner import sanity
+from kirunner import sanity, sign
+from kirunner.canonical import sha256_digest
 from reruns import controlled, signing
 from reruns.models import (
     ACTIVE_STATES,
@@ -358,7 +359,7 @@ def result_record(
     job_info = payload.get("job") if isinstance(payload.get("job"), dict) else {}
     job_ref = job_info.get("id") or ""
     try:
-        digest = signing.payload_digest(payload)
+        digest = sha256_digest(payload)
     except Exception as exc:  # rfc8785 refuses NaN, huge ints, non-string keys
         raise _reject(
             RejectReason.MALFORMED,
@@ -375,7 +376,7 @@ def result_record(
             digest=digest,
         )
     sig = envelope.get("signature")
-    if not isinstance(sig, dict) or sig.get("alg") != signing.ALG:
+    if not isinstance(sig, dict) or sig.get("alg") != sign.ALG:
         raise _reject(
             RejectReason.MALFORMED,
             "unsigned, or not signed with HMAC-SHA256",
@@ -383,7 +384,7 @@ def result_record(
             job_ref=job_ref,
             digest=digest,
         )
-    key_id, value = sig.get("keyId"), sig.get("value")
+    key_id = sig.get("keyId")
     context = {"via": via, "job_ref": job_ref, "key_id": key_id or "", "digest": digest}
     if not isinstance(key_id, str):
         key = None
@@ -393,7 +394,7 @@ def result_record(
         key = signing.server_key(key_id)
     if key is None:
         raise _reject(RejectReason.UNKNOWN_KEY, f"no worker key with id {key_id!r}", **context)
-    if not isinstance(value, str) or not signing.signature_valid(payload, key, value):
+    if not sign.verify_result(envelope, key):
         raise _reject(RejectReason.TAMPERED, "the signature does not match the payload", **context)
 
     job = (

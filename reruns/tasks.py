@@ -25,7 +25,8 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from kernelindex import jsonbounds
-from reruns import services, signing
+from kirunner import sign
+from reruns import services
 from reruns.controlled import job_document
 
 log = logging.getLogger(__name__)
@@ -125,11 +126,11 @@ def rerun_execute(self, job_pk: int) -> str:
         connection.close()
     try:
         result = run_runner(document, beat=lambda: _beat(job))
-        key_id, key = signing.worker_key()
-        signing.envelope_sign(result, key_id, key)
-    except (RunnerFailed, SoftTimeLimitExceeded, signing.SigningError) as exc:
+        key_id, key = sign.key_from_env()
+        sign.sign_result(result, key_id, key)
+    except (RunnerFailed, SoftTimeLimitExceeded, sign.SigningError) as exc:
         error = f"attempt {job.attempts}: {exc or type(exc).__name__}"
-        retry = not isinstance(exc, signing.SigningError)
+        retry = not isinstance(exc, sign.SigningError)
         if services.rerun_attempt_failed(job=job, error=error, retry=retry):
             countdown = settings.RERUN_RETRY_BACKOFF * 2 ** (job.attempts - 1)
             raise self.retry(countdown=countdown, exc=exc) from None

@@ -5,6 +5,10 @@ from django.db.models.signals import post_delete, post_migrate, post_save
 class RunsConfig(AppConfig):
     name = "runs"
     verbose_name = "Runs"
+    # Read by runs.read.freshness: a write to any other table of this app moves the data
+    # version that public pages are cached under; the version's own row does not.
+    public_data = True
+    private_models = ("dataversion",)
 
     def ready(self) -> None:
         from runs.read import freshness  # models are loaded only once the registry is ready

@@ -1,10 +1,19 @@
-"""The run page's and the Run admin's one extension point.
+"""The one extension point of runs: the run page, the Run admin, every page's header and
+footer, and the demo data.
 
 `runs` is the public record; `attestations` and `reruns` add to it: sections of the run page
 (replications and notes, controlled reruns) and actions in the Run admin (order a rerun). They
 register those here from their AppConfig.ready(), and `runs` shows whatever is registered, so
 `runs` never imports, loads the template tags of, or patches anything of the apps built on it
 (dependencies point one way: docs/architecture.md).
+
+Every page's header and footer have slots too (SITE_SLOTS): an app adds a fragment to them
+(the account links) by registering its template, and templates/base.html includes whatever is
+registered, through the `site_slots` context processor below.
+
+An app that ships demo data registers a DemoLoader; `manage.py demo` loads the upstream
+sources and then calls every registered loader in order, so runs never calls another app's
+command by name.
 
 A panel is a template and a function that gives it its context. The function runs once per
 uncached page view, so it should cost a fixed number of queries whatever the data size. A
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
@@ -30,6 +40,8 @@ from runs.read.freshness import cached_per_data_change
 SLOTS = ("evidence", "sections")
 # A benchmark page's panels, after its tables: their context function gets the benchmark.
 BENCHMARK_SLOT = "benchmark"
+# Every page's: the end of the site header (after the site's own links) and the footer.
+SITE_SLOTS = ("header", "footer")
 
 
 @dataclass(frozen=True)
@@ -42,10 +54,41 @@ class RunPanel:
     same_for_every_anonymous_reader: bool = False
 
 
+@dataclass(frozen=True)
+class DemoLoader:
+    """`load(data)` loads an app's demo data from the shipped data folder; idempotent."""
+
+    name: str
+    load: Callable[[Path], None]
+    order: int = 100
+
+
 class RunExtensions:
     def __init__(self) -> None:
         self._panels: dict[str, RunPanel] = {}
         self._admin_actions: list[Callable] = []
+        self._demo_loaders: dict[str, DemoLoader] = {}
+        self._site_fragments: dict[str, list[str]] = {slot: [] for slot in SITE_SLOTS}
+
+    def register_site_fragment(self, slot: str, template: str) -> None:
+        """Include `template` in every page's `slot` (rendered with the page's context)."""
+        if slot not in SITE_SLOTS:
+            raise ImproperlyConfigured(
+                f"Site fragment {template!r}: slot must be one of {SITE_SLOTS}."
+            )
+        if template not in self._site_fragments[slot]:
+            self._site_fragments[slot].append(template)
+
+    def site_fragments(self) -> dict[str, list[str]]:
+        return {slot: list(templates) for slot, templates in self._site_fragments.items()}
+
+    def register_demo_loader(self, loader: DemoLoader) -> None:
+        if loader.name in self._demo_loaders:
+            raise ImproperlyConfigured(f"Demo loader {loader.name!r} is registered twice.")
+        self._demo_loaders[loader.name] = loader
+
+    def demo_loaders(self) -> list[DemoLoader]:
+        return sorted(self._demo_loaders.values(), key=lambda d: (d.order, d.name))
 
     def register_panel(self, panel: RunPanel) -> None:
         if panel.slot not in (*SLOTS, BENCHMARK_SLOT):
@@ -88,3 +131,8 @@ class RunExtensions:
 
 
 run_extensions = RunExtensions()
+
+
+def site_slots(request: HttpRequest) -> dict:
+    """Context processor: the templates registered for each of every page's slots."""
+    return {"site_slots": run_extensions.site_fragments()}

@@ -10,7 +10,12 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
-from runs.querysets import ComparisonGroupQuerySet, PublicationQuerySet, RunQuerySet
+from runs.querysets import (
+    BenchmarkQuerySet,
+    ComparisonGroupQuerySet,
+    PublicationQuerySet,
+    RunQuerySet,
+)
 
 DIGEST_LENGTH = 71  # "sha256:" + 64 hex
 
@@ -88,6 +93,8 @@ class Gpu(models.Model):
 class Benchmark(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
     title = models.CharField(max_length=200)
+
+    objects = BenchmarkQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]
@@ -188,21 +195,50 @@ class Publication(models.Model):
         return f"{self.source.slug}/{self.slug}"
 
 
-class LedgerQuerySet(models.QuerySet):
-    """The ledger is append-only at the QuerySet level too: bulk updates and deletes, which
-    bypass save() and delete(), are refused."""
+class AppendOnlyQuerySet(models.QuerySet):
+    """An append-only table at the QuerySet level: bulk updates and deletes, which bypass
+    save() and delete(), are refused."""
+
+    def _refuse(self):
+        raise ValueError(f"{self.model.__name__} is append-only")
 
     def update(self, **kwargs):
-        raise ValueError("ImportRecord is append-only")
+        self._refuse()
 
     def bulk_update(self, *args, **kwargs):
-        raise ValueError("ImportRecord is append-only")
+        self._refuse()
 
     def delete(self):
-        raise ValueError("ImportRecord is append-only")
+        self._refuse()
 
 
-class ImportRecord(models.Model):
+class AppendOnly(models.Model):
+    """A row written once: no save of an existing row, no delete (with AppendOnlyQuerySet)."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError(f"{type(self).__name__} is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError(f"{type(self).__name__} is append-only")
+
+
+class LedgerQuerySet(AppendOnlyQuerySet):
+    def of_source(self, source) -> LedgerQuerySet:
+        """The source's entries, newest first (the model's order), with what each names."""
+        return self.filter(source=source).select_related("publication", "rewrite_of")
+
+    def last_per_source(self) -> dict[int, object]:
+        """{source id: time of its newest entry}: the home page's "last import"."""
+        rows = self.order_by().values_list("source").annotate(last=models.Max("imported_at"))
+        return dict(rows)
+
+
+class ImportRecord(AppendOnly):
     """The upstream ledger: one fetch of one upstream file, what came in, from where, and what
     it changed. Append-only, like EvidenceEvent: no save of an existing row, no delete.
 
@@ -250,14 +286,6 @@ class ImportRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.location} at {self.imported_at:%Y-%m-%d %H:%M}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("ImportRecord is append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("ImportRecord is append-only")
 
     @property
     def silent_rewrite(self) -> bool:
@@ -437,7 +465,7 @@ class DataVersion(models.Model):
 # Evidence history.
 
 
-class EvidenceEventQuerySet(models.QuerySet):
+class EvidenceEventQuerySet(AppendOnlyQuerySet):
     def latest_for(self, run) -> EvidenceEvent | None:
         """The event behind the run's current level (the newest), or None."""
         return (
@@ -461,7 +489,7 @@ class EvidenceEventQuerySet(models.QuerySet):
         return self.filter(run__public_id=run.public_id).select_related("controlled_run")
 
 
-class EvidenceEvent(models.Model):
+class EvidenceEvent(AppendOnly):
     """One application of a controlled rerun's outcome to a run: append-only.
 
     Written only by runs.evidence.evidence_apply, in the same transaction that moves
@@ -488,14 +516,6 @@ class EvidenceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run.public_id}: {self.from_level} → {self.to_level}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("EvidenceEvent is append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("EvidenceEvent is append-only")
 
 
 # Changes across a source's publications live in their own module (runs/changes/).

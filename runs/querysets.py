@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from django.db import models
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -60,6 +60,65 @@ class RunQuerySet(models.QuerySet):
             main[benchmark] = max(main.get(benchmark, (0, 0)), (n, source))
         counts["benchmark_source"] = {b: source for b, (_, source) in main.items()}
         return counts
+
+    def count_per_gpu_benchmark(self) -> dict[int, dict[int, int]]:
+        """{gpu id: {benchmark id: runs}}: a GPU page's list, from one grouped scan."""
+        rows = self.order_by().values_list("environment__gpu", "benchmark")
+        per_gpu: dict = {}
+        for gpu, benchmark, n in rows.annotate(n=Count("id")):
+            per_gpu.setdefault(gpu, {})[benchmark] = n
+        return per_gpu
+
+    def count_per_source(self) -> dict[int, dict[str, int]]:
+        """{source id: current, total and revised runs}, from one grouped scan of every
+        revision (not only current ones: a source page counts what it revised)."""
+        rows = (
+            self.order_by()
+            .values_list("source")
+            .annotate(
+                current=Count("id", filter=Q(is_current=True)),
+                total=Count("id"),
+                revised=Count("id", filter=Q(revision__gt=1)),
+            )
+        )
+        return {source: {"current": c, "total": t, "revised": r} for source, c, t, r in rows}
+
+    def in_groups(self, groups) -> RunQuerySet:
+        """Runs of these comparison groups (ids, or one group in a list)."""
+        return self.filter(group__in=groups)
+
+    def by_cell(self) -> RunQuerySet:
+        """A benchmark page's order: pass, metric, the swept value, then rank."""
+        return self.order_by("timed_pass", "metric", "sweep_value", "rank")
+
+    def revisions_of(self, source) -> RunQuerySet:
+        """The source's revised runs (revision 2 and later), newest first, as a source page
+        lists them."""
+        return (
+            self.filter(source=source, revision__gt=1)
+            .select_related("benchmark", "implementation")
+            .order_by("-created_at")
+        )
+
+    def for_feed(self) -> RunQuerySet:
+        """Newest imports first, with what a feed entry names: benchmark, implementation, GPU
+        and source."""
+        return self.select_related(
+            "benchmark", "implementation", "environment__gpu", "source"
+        ).order_by("-created_at", "-id")
+
+    def with_workload(self) -> RunQuerySet:
+        """With the workload, whose parameters name a run wherever it is listed."""
+        return self.select_related("workload")
+
+    def with_cell(self) -> RunQuerySet:
+        """With what names the run's cell: its group (the cell key) and implementation (the
+        provider key)."""
+        return self.select_related("group", "implementation")
+
+    def for_run_page(self) -> RunQuerySet:
+        """What a run's own pages read beside it: the workload and the comparison group."""
+        return self.select_related("workload", "group")
 
     def with_related(self) -> RunQuerySet:
         return self.select_related(
@@ -120,6 +179,12 @@ class RunQuerySet(models.QuerySet):
             .order_by("observed_at", "publication__sequence")
         )
 
+    def history_points(self, run):
+        """history_of(run) as the history page lists it: one small row per point."""
+        return self.history_of(run).values(
+            "pk", "public_id", "median", "observed_at", "publication__slug"
+        )
+
 
 class ComparisonGroupQuerySet(models.QuerySet):
     def by_key_prefix_or_404(self, prefix: str):
@@ -167,6 +232,9 @@ class ComparisonGroupQuerySet(models.QuerySet):
 
 
 class PublicationQuerySet(models.QuerySet):
+    def of_source(self, source) -> PublicationQuerySet:
+        return self.filter(source=source)
+
     def latest_per_source(self, *, benchmark) -> list:
         """The newest publication of each source that has runs of this benchmark, in source
         order: the benchmark CSV, and the newest CI run (older CI runs are each cell's history,
@@ -181,3 +249,8 @@ class PublicationQuerySet(models.QuerySet):
         for pub in rows:
             latest.setdefault(pub.source_id, pub)
         return list(latest.values())
+
+
+class BenchmarkQuerySet(models.QuerySet):
+    def by_title(self, ids) -> BenchmarkQuerySet:
+        return self.filter(pk__in=ids).order_by("title")

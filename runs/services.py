@@ -10,7 +10,8 @@ from runs.changes.services import changes_detect_after_ingest
 from runs.sources import SOURCES, source_module
 from runs.sources.base import InputFile
 from runs.sources.documents import Resolver, gpu_ensure, implementation_ensure, workload_ensure
-from runs.sources.pipeline import IngestReport, Progress, ingest_file, public_id_for, source_ensure
+from runs.sources.ledger import IngestReport
+from runs.sources.pipeline import Progress, ingest_file, public_id_for, source_ensure
 
 __all__ = [
     "SOURCES",

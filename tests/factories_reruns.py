@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from reruns import signing
+from kirunner.sign import parse_key, sign_result
 from reruns.controlled import job_document
 from reruns.models import JobState, RerunJob
 
@@ -44,4 +44,4 @@ def double_result(job: RerunJob, **env: str) -> dict:
 
 
 def sign(envelope: dict, key_id: str = KEY_ID, secret: str = KEY_SECRET) -> dict:
-    return signing.envelope_sign(envelope, key_id, signing.parse_key(secret))
+    return sign_result(envelope, key_id, parse_key(secret))

@@ -61,8 +61,8 @@ def test_every_table_of_the_public_apps_moves_the_version():
     expected = {
         model._meta.db_table
         for model in apps.get_models(include_auto_created=True)
-        if model._meta.app_label in freshness.PUBLIC_DATA_APPS
-        and model._meta.label_lower not in freshness.PRIVATE_MODELS
+        if model._meta.app_label in freshness.public_data_apps()
+        and model._meta.label_lower not in freshness.private_models()
     }
     assert len(expected) >= 15
     triggered = _triggered_tables()

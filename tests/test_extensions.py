@@ -3,6 +3,8 @@ runs add their sections and actions by registering them; runs never reaches into
 
 from __future__ import annotations
 
+import ast
+import io
 import pathlib
 import re
 
@@ -16,7 +18,87 @@ from runs.extensions import RunExtensions, RunPanel, run_extensions
 from runs.models import Run
 from tests.factories import RunFactory
 
-RUNS = pathlib.Path(__file__).resolve().parents[1] / "runs"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs"
+BUILT_ON_RUNS = ("attestations", "reruns")
+# Another app's name in a string is a tie no import scan sees: a table label, a command name,
+# a template path.
+NAMED = re.compile(r"\b(attestations|reruns)\b")
+# Template tags that reach into an app's templates or tag libraries.
+TEMPLATE_REACH = re.compile(
+    r"\{%\s*(include|extends|load)\s+[^%]*\b(attestations|reruns)\b[^%]*%\}"
+)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _commands_of(app: str) -> set[str]:
+    return {p.stem for p in (ROOT / app / "management/commands").glob("[!_]*.py")}
+
+
+def _python_ties(path: pathlib.Path, commands: set[str]) -> list[str]:
+    """Strings naming an app built on runs (docstrings aside: prose may name them), and
+    call_command() of one of their commands."""
+    tree = ast.parse(path.read_text())
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docs and NAMED.search(node.value):
+                found.append(f"{node.lineno}: string {node.value[:60]!r}")
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "call_command":
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and first.value in commands:
+                found.append(f"{node.lineno}: call_command({first.value!r})")
+    return sorted(found, key=lambda tie: int(tie.split(":")[0]))
+
+
+def _shared_templates() -> list[pathlib.Path]:
+    """runs' templates and the project's that every app's pages extend (base.html, errors);
+    the project's admin index, which only staff see, may name the apps."""
+    return [*sorted(RUNS.rglob("*.html")), *sorted((ROOT / "templates").glob("*.html"))]
+
+
+def test_runs_names_no_app_built_on_it_in_strings_commands_or_templates():
+    commands = set().union(*(_commands_of(app) for app in BUILT_ON_RUNS))
+    assert "rerun" in commands
+    found = [
+        f"{path.relative_to(ROOT)}:{tie}"
+        for path in sorted(RUNS.rglob("*.py"))
+        if "migrations" not in path.parts
+        for tie in _python_ties(path, commands)
+    ]
+    found += [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in _shared_templates()
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if TEMPLATE_REACH.search(line)
+    ]
+    assert found == []
+
+
+def test_the_scans_find_a_tie_when_there_is_one(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""Docstrings may name attestations."""\n'
+        'APPS = {"runs", "attestations"}\n'
+        'call_command("rerun", "load-demo")\n'
+    )
+    assert _python_ties(sample, {"rerun"}) == [
+        "2: string 'attestations'",
+        "3: call_command('rerun')",
+    ]
+    assert TEMPLATE_REACH.search('{% include "attestations/_account_nav.html" %}')
+    assert TEMPLATE_REACH.search("{% load attestations %}")
+    assert not TEMPLATE_REACH.search("{% include fragment %}")
 
 
 def test_runs_never_imports_loads_or_patches_the_apps_built_on_it():
@@ -44,6 +126,59 @@ def test_the_apps_register_their_run_page_panels_and_admin_action():
     assert [p.name for p in run_extensions.panels("benchmark")] == ["measured-by-gpu"]
     run_admin = admin.site._registry[Run]
     assert order_controlled_rerun in run_admin.actions
+
+
+def test_the_apps_declare_their_demo_data_public_tables_and_page_fragments():
+    from runs.read import freshness
+
+    assert [loader.name for loader in run_extensions.demo_loaders()] == ["controlled-reruns"]
+    assert freshness.public_data_apps() == {"runs", "attestations", "reruns"}
+    assert freshness.private_models() == {
+        "attestations.apitoken",
+        "attestations.watch",
+        "attestations.notice",
+        "runs.dataversion",
+    }
+    assert run_extensions.site_fragments() == {
+        "header": ["attestations/_account_nav.html"],
+        "footer": [],
+    }
+
+
+def test_the_project_registers_its_own_deploy_checks():
+    from django.core.checks import registry
+
+    from kernelindex.checks import site_root_configured
+
+    assert site_root_configured in registry.registry.get_checks(include_deployment_checks=True)
+    assert "kernelindex.checks" not in (ROOT / "attestations/apps.py").read_text()
+
+
+@pytest.mark.django_db
+def test_the_demo_command_runs_every_registered_loader_in_order(monkeypatch):
+    from django.core.management import call_command
+
+    from runs.extensions import DemoLoader
+
+    registry = RunExtensions()
+    seen = []
+    registry.register_demo_loader(DemoLoader("late", lambda data: seen.append(("late", data))))
+    registry.register_demo_loader(DemoLoader("early", lambda data: seen.append(("early", data)), 1))
+    with pytest.raises(ImproperlyConfigured, match="twice"):
+        registry.register_demo_loader(DemoLoader("late", print))
+    monkeypatch.setattr("runs.management.commands.demo.run_extensions", registry)
+    monkeypatch.setattr("runs.management.commands.demo.call_command", lambda *a, **k: None)
+    call_command("demo", "--no-serve", stdout=io.StringIO())
+    data = pathlib.Path(__file__).resolve().parents[1] / "data"
+    assert seen == [("early", data), ("late", data)]
+
+
+@pytest.mark.django_db
+def test_a_registered_header_fragment_is_on_every_page(client):
+    page = client.get("/runs/").content.decode()
+    assert 'class="account-nav"' in page and "Log in</a>" in page
+    with pytest.raises(ImproperlyConfigured, match="slot"):
+        RunExtensions().register_site_fragment("sidebar", "x.html")
 
 
 @pytest.mark.django_db

@@ -13,6 +13,18 @@ from django.db import models
 from django.urls import reverse
 
 
+class WatchQuerySet(models.QuerySet):
+    def of_user(self, user) -> WatchQuerySet:
+        return self.filter(user=user)
+
+    def run_page_targets(self):
+        """(target, benchmark id, source id, cell key, provider key) of the watches a run
+        page can show as watched: of a cell, a benchmark or a source."""
+        return self.filter(target__in=["cell", "benchmark", "source"]).values_list(
+            "target", "benchmark_id", "source_id", "cell_key", "provider_key"
+        )
+
+
 class Watch(models.Model):
     class Target(models.TextChoices):
         BENCHMARK = "benchmark", "Benchmark"
@@ -43,6 +55,8 @@ class Watch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     EVENTS = ("publications", "regressions", "improvements", "evidence", "attestations")
+
+    objects = WatchQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

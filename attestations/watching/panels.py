@@ -13,12 +13,8 @@ def watch_section(request: HttpRequest, run) -> dict:
     """What the reader already watches of these three targets: one query when signed in."""
     watching: set[str] = set()
     if request.user.is_authenticated:
-        mine = Watch.objects.filter(user=request.user).filter(
-            target__in=["cell", "benchmark", "source"]
-        )
-        for target, bench, source, cell, provider in mine.values_list(
-            "target", "benchmark_id", "source_id", "cell_key", "provider_key"
-        ):
+        mine = Watch.objects.of_user(request.user).run_page_targets()
+        for target, bench, source, cell, provider in mine:
             if (target, bench) == ("benchmark", run.benchmark_id):
                 watching.add("benchmark")
             elif (target, source) == ("source", run.source_id):

@@ -13,6 +13,18 @@ class CellChangeQuerySet(models.QuerySet):
         """One cell's changes in these sources (the unique index's leading columns)."""
         return self.filter(source_id__in=source_ids, cell_key=cell_key, provider_key=provider_key)
 
+    def of_source(self, source) -> CellChangeQuerySet:
+        return self.filter(source=source)
+
+    def of_benchmark(self, benchmark) -> CellChangeQuerySet:
+        return self.filter(benchmark=benchmark)
+
+    def of_run_cell(self, run) -> CellChangeQuerySet:
+        """The changes of the run's cell and provider, in every source (a cell feed's)."""
+        return self.filter(
+            cell_key=run.group.cell_key, provider_key=run.implementation.provider_key
+        )
+
     def reported(self) -> CellChangeQuerySet:
         """Steps only: what pages list as regressions and improvements and notices send."""
         return self.filter(kind="step")

@@ -11,18 +11,22 @@ import functools
 import hashlib
 from typing import Any
 
-from kirunner.canonical import canonicalize
+from kirunner.canonical import API_VERSION, canonicalize, sha256_digest
 
-API_VERSION = "kernelindex.dev/v1alpha1"
+__all__ = [
+    "API_VERSION",
+    "canonical_json",
+    "document",
+    "document_canonical",
+    "document_digest",
+    "run_manifest",
+    "sha256_digest",
+]
 
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes, by the one implementation server and runner share."""
     return canonicalize(value)
-
-
-def sha256_digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def document_digest(kind: str, spec: dict) -> str:

@@ -83,7 +83,7 @@ class SourceChangesFeed(_ChangesFeed):
         return site_root() + reverse("runs:feed-source-changes", args=[obj.slug])
 
     def changes(self, obj: Source):
-        return CellChange.objects.filter(source=obj)
+        return CellChange.objects.of_source(obj)
 
 
 class BenchmarkChangesFeed(_ChangesFeed):
@@ -100,12 +100,12 @@ class BenchmarkChangesFeed(_ChangesFeed):
         return site_root() + reverse("runs:feed-benchmark-changes", args=[obj.slug])
 
     def changes(self, obj: Benchmark):
-        return CellChange.objects.filter(benchmark=obj)
+        return CellChange.objects.of_benchmark(obj)
 
 
 class CellChangesFeed(_ChangesFeed):
     def get_object(self, request, public_id: str) -> Run:
-        return Run.objects.select_related("group", "implementation").current_or_404(public_id)
+        return Run.objects.with_cell().current_or_404(public_id)
 
     def title(self, obj: Run) -> str:
         return f"KernelIndex: changes detected in the cell of run {obj.public_id} ({obj.title})"
@@ -117,6 +117,4 @@ class CellChangesFeed(_ChangesFeed):
         return site_root() + reverse("runs:feed-cell-changes", args=[obj.public_id])
 
     def changes(self, obj: Run):
-        return CellChange.objects.filter(
-            cell_key=obj.group.cell_key, provider_key=obj.implementation.provider_key
-        )
+        return CellChange.objects.of_run_cell(obj)

@@ -94,6 +94,167 @@ def _marker(kind: str, x: float, y: float, colour: str, cls: str = "point") -> s
     return f'<circle{c} cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>'
 
 
+@dataclass(frozen=True)
+class _Plot:
+    """A line chart's frame and scales: where a value lands, in SVG units."""
+
+    left: int
+    top: int
+    plot_w: int
+    plot_h: int
+    height: int
+    y_scale: float
+    x_names: list[str] | None
+    log_x: bool
+    x_ticks: list
+    x_lo: float
+    x_hi: float
+    # A little room either side so end markers are not cut by the frame.
+    pad_x: float
+    log_y: bool
+    y_ticks: list
+    y_lo: float
+    y_hi: float
+
+    def fx(self, v: float) -> float:
+        return math.log2(v) if self.log_x else v
+
+    def fy(self, v: float) -> float:
+        return math.log10(v) if self.log_y else v
+
+    def px(self, x: float) -> float:
+        span = self.plot_w - 2 * self.pad_x
+        return self.left + self.pad_x + (self.fx(x) - self.x_lo) / (self.x_hi - self.x_lo) * span
+
+    def py_scaled(self, v: float) -> float:
+        return (
+            self.top
+            + self.plot_h
+            - (self.fy(v) - self.y_lo) / (self.y_hi - self.y_lo) * self.plot_h
+        )
+
+    def py(self, y: float) -> float:
+        return self.py_scaled(y / self.y_scale)
+
+    def x_name(self, x: float) -> str:
+        return self.x_names[int(x)] if self.x_names is not None else _fmt_x(x)
+
+
+def _plot(
+    series: list[Series], y_scale: float, width: int, height: int, x_names: list[str] | None
+) -> _Plot | None:
+    xs = [x for s in series for x, _ in s.points]
+    ys = [y / y_scale for s in series for _, y in s.points]
+    if not xs:
+        return None
+    log_x = x_names is None and _is_powers_of_two(xs)
+    if x_names is not None:
+        xs = list(range(len(x_names)))
+    left, right, top, bottom = 72, 16, 16, 48
+    plot_w = width - left - right
+    fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
+    distinct_x = sorted(set(xs))
+    if log_x or len(distinct_x) <= 10 or x_names is not None:
+        x_ticks = distinct_x[:: max(1, math.ceil(len(distinct_x) / 10))]
+        x_lo, x_hi = fx(distinct_x[0]), fx(distinct_x[-1])
+    else:
+        x_ticks = _linear_ticks(distinct_x[0], distinct_x[-1], count=6)
+        x_lo, x_hi = x_ticks[0], x_ticks[-1]
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    y_ticks, log_y = y_axis(ys)
+    fy = (lambda v: math.log10(v)) if log_y else (lambda v: v)
+    y_lo, y_hi = fy(y_ticks[0]), fy(y_ticks[-1])
+    if y_hi == y_lo:
+        y_hi = y_lo + 1
+    return _Plot(
+        left=left,
+        top=top,
+        plot_w=plot_w,
+        plot_h=height - top - bottom,
+        height=height,
+        y_scale=y_scale,
+        x_names=x_names,
+        log_x=log_x,
+        x_ticks=x_ticks,
+        x_lo=x_lo,
+        x_hi=x_hi,
+        pad_x=plot_w * 0.03,
+        log_y=log_y,
+        y_ticks=y_ticks,
+        y_lo=y_lo,
+        y_hi=y_hi,
+    )
+
+
+def _description(plot: _Plot, series: list[Series], x_label: str, y_label: str, y_unit: str):
+    """The chart as text, for readers who cannot see it: every point of every series."""
+    parts = []
+    for s in series:
+        values = ", ".join(
+            f"{plot.x_name(x)}: {y / plot.y_scale:.4g} {y_unit}" for x, y in s.points
+        )
+        parts.append(f"{s.name}: {values}.")
+    return (
+        f"{y_label} ({y_unit}) against {x_label}"
+        + (" on a logarithmic axis" if plot.log_x else "")
+        + (f", {y_label.lower()} on a logarithmic axis" if plot.log_y else "")
+        + ". "
+        + " ".join(parts)
+    )
+
+
+def _axis_marks(plot: _Plot, x_label: str, y_label: str, y_unit: str) -> list[str]:
+    left, top, plot_w, plot_h = plot.left, plot.top, plot.plot_w, plot.plot_h
+    out = []
+    for t in plot.y_ticks:
+        y = plot.py_scaled(t)
+        out.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{_fmt_tick(t)}</text>"
+        )
+    for x in plot.x_ticks:
+        X = plot.px(x)
+        out.append(
+            f'<line x1="{X:.1f}" x2="{X:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
+            f'stroke="#555"/><text class="tick" x="{X:.1f}" y="{top + plot_h + 17}" '
+            f'text-anchor="middle">{escape(plot.x_name(x))}</text>'
+        )
+    out.append(
+        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{top + plot_h + 38}" '
+        f'text-anchor="middle">{escape(x_label)}{" (log scale)" if plot.log_x else ""}</text>'
+        f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
+        f'text-anchor="middle">{escape(y_label)} ({escape(y_unit)}'
+        f"{', log scale' if plot.log_y else ''})</text>"
+    )
+    return out
+
+
+def _series_marks(plot: _Plot, series: list[Series]) -> list[str]:
+    """Each series' line and markers, and its row of the legend under the plot."""
+    left, px, py = plot.left, plot.px, plot.py
+    out = []
+    for i, s in enumerate(series):
+        colour = PALETTE[i % len(PALETTE)]
+        marker = MARKERS[i % len(MARKERS)]
+        pts = sorted(s.points)
+        path = " ".join(
+            f"{'M' if j == 0 else 'L'}{px(x):.1f} {py(y):.1f}" for j, (x, y) in enumerate(pts)
+        )
+        out.append(f'<g class="series" data-series="{escape(s.name)}">')
+        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        out.extend(_marker(marker, px(x), py(y), colour) for x, y in pts)
+        out.append("</g>")
+        ly = plot.height + LEGEND_ROW * i + 8
+        out.append(
+            f'<g class="legend-item">{_marker(marker, left + 6, ly, colour, "")}'
+            f'<line x1="{left - 4}" x2="{left + 16}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+            f'stroke-width="2"/><text x="{left + 24}" y="{ly + 4}">{escape(s.name)}</text></g>'
+        )
+    return out
+
+
 def line_chart(
     *,
     chart_id: str,
@@ -112,108 +273,25 @@ def line_chart(
     x is logarithmic (base 2) when the sweep is powers of two, as upstream's sweeps mostly are;
     with x_names, the xs are positions 0, 1, ... of those named values, evenly spaced.
     """
-    xs = [x for s in series for x, _ in s.points]
-    ys = [y / y_scale for s in series for _, y in s.points]
-    if not xs:
+    plot = _plot(series, y_scale, width, height, x_names)
+    if plot is None:
         return ""
-    log_x = x_names is None and _is_powers_of_two(xs)
-    if x_names is not None:
-        xs = list(range(len(x_names)))
-    left, right, top, bottom = 72, 16, 16, 48
     # Legend rows have room for the larger text phones get (site.css).
-    legend_h = LEGEND_ROW * len(series)
-    plot_w, plot_h = width - left - right, height - top - bottom
-    total_h = height + legend_h
-    fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
-    distinct_x = sorted(set(xs))
-    if log_x or len(distinct_x) <= 10 or x_names is not None:
-        x_ticks = distinct_x[:: max(1, math.ceil(len(distinct_x) / 10))]
-        x_lo, x_hi = fx(distinct_x[0]), fx(distinct_x[-1])
-    else:
-        x_ticks = _linear_ticks(distinct_x[0], distinct_x[-1], count=6)
-        x_lo, x_hi = x_ticks[0], x_ticks[-1]
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
-    # A little room either side so end markers are not cut by the frame.
-    pad_x = plot_w * 0.03
-    y_ticks, log_y = y_axis(ys)
-    fy = (lambda v: math.log10(v)) if log_y else (lambda v: v)
-    y_lo, y_hi = fy(y_ticks[0]), fy(y_ticks[-1])
-    if y_hi == y_lo:
-        y_hi = y_lo + 1
-
-    def px(x: float) -> float:
-        return left + pad_x + (fx(x) - x_lo) / (x_hi - x_lo) * (plot_w - 2 * pad_x)
-
-    def py_scaled(v: float) -> float:
-        return top + plot_h - (fy(v) - y_lo) / (y_hi - y_lo) * plot_h
-
-    def py(y: float) -> float:
-        return py_scaled(y / y_scale)
-
-    desc_parts = []
-    for s in series:
-        values = ", ".join(
-            f"{x_names[x] if x_names is not None else _fmt_x(x)}: {y / y_scale:.4g} {y_unit}"
-            for x, y in s.points
-        )
-        desc_parts.append(f"{s.name}: {values}.")
-    desc = (
-        f"{y_label} ({y_unit}) against {x_label}"
-        + (" on a logarithmic axis" if log_x else "")
-        + (f", {y_label.lower()} on a logarithmic axis" if log_y else "")
-        + ". "
-        + " ".join(desc_parts)
+    total_h = height + LEGEND_ROW * len(series)
+    desc = _description(plot, series, x_label, y_label, y_unit)
+    return "".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" role="img" '
+            f'viewBox="0 0 {width} {total_h}" aria-labelledby="{chart_id}-t {chart_id}-d">',
+            f'<title id="{chart_id}-t">{escape(title)}</title>',
+            f'<desc id="{chart_id}-d">{escape(desc)}</desc>',
+            f'<rect class="plot-area" x="{plot.left}" y="{plot.top}" width="{plot.plot_w}" '
+            f'height="{plot.plot_h}" fill="none" stroke="#bbb"/>',
+            *_axis_marks(plot, x_label, y_label, y_unit),
+            *_series_marks(plot, series),
+            "</svg>",
+        ]
     )
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" role="img" '
-        f'viewBox="0 0 {width} {total_h}" aria-labelledby="{chart_id}-t {chart_id}-d">',
-        f'<title id="{chart_id}-t">{escape(title)}</title>',
-        f'<desc id="{chart_id}-d">{escape(desc)}</desc>',
-        f'<rect class="plot-area" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
-        f'fill="none" stroke="#bbb"/>',
-    ]
-    for t in y_ticks:
-        y = py_scaled(t)
-        out.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{_fmt_tick(t)}</text>"
-        )
-    for x in x_ticks:
-        X = px(x)
-        name = x_names[int(x)] if x_names is not None else _fmt_x(x)
-        out.append(
-            f'<line x1="{X:.1f}" x2="{X:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
-            f'stroke="#555"/><text class="tick" x="{X:.1f}" y="{top + plot_h + 17}" '
-            f'text-anchor="middle">{escape(name)}</text>'
-        )
-    out.append(
-        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{top + plot_h + 38}" '
-        f'text-anchor="middle">{escape(x_label)}{" (log scale)" if log_x else ""}</text>'
-        f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
-        f'text-anchor="middle">{escape(y_label)} ({escape(y_unit)}'
-        f"{', log scale' if log_y else ''})</text>"
-    )
-    for i, s in enumerate(series):
-        colour = PALETTE[i % len(PALETTE)]
-        marker = MARKERS[i % len(MARKERS)]
-        pts = sorted(s.points)
-        path = " ".join(
-            f"{'M' if j == 0 else 'L'}{px(x):.1f} {py(y):.1f}" for j, (x, y) in enumerate(pts)
-        )
-        out.append(f'<g class="series" data-series="{escape(s.name)}">')
-        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        out.extend(_marker(marker, px(x), py(y), colour) for x, y in pts)
-        out.append("</g>")
-        ly = height + LEGEND_ROW * i + 8
-        out.append(
-            f'<g class="legend-item">{_marker(marker, left + 6, ly, colour, "")}'
-            f'<line x1="{left - 4}" x2="{left + 16}" y1="{ly}" y2="{ly}" stroke="{colour}" '
-            f'stroke-width="2"/><text x="{left + 24}" y="{ly + 4}">{escape(s.name)}</text></g>'
-        )
-    out.append("</svg>")
-    return "".join(out)
 
 
 def bar_chart(

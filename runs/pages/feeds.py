@@ -7,7 +7,7 @@ from django.utils.feedgenerator import Atom1Feed
 
 from kernelindex.origin import absolute
 from runs.models import Run
-from runs.templatetags.runs_tags import scale
+from runs.pages.units import scale
 
 
 class LatestRunsFeed(Feed):
@@ -26,11 +26,7 @@ class LatestRunsFeed(Feed):
         return absolute("/feeds/runs.atom")
 
     def items(self):
-        return (
-            Run.objects.public()
-            .select_related("benchmark", "implementation", "environment__gpu", "source")
-            .order_by("-created_at", "-id")[:50]
-        )
+        return Run.objects.public().for_feed()[:50]
 
     def item_title(self, item: Run) -> str:
         return (

@@ -8,11 +8,39 @@ import re
 from dataclasses import dataclass
 
 from runs.models import ImportRecord
-from runs.pages.presenters import upstream_file
 
 # An absolute path on the importing machine inside a stored message (an ingest error names the
 # file it read); the reader gets the file's upstream name instead.
 LOCAL_PATH = re.compile(r"(?<![\w:/])/(?:[^/\s:'\"]+/)+[^/\s:'\"]*")
+
+
+# Where each source's files live upstream; an import's location is a path on the machine that
+# imported it, which means nothing to a reader (and says more about that machine than it should).
+# (path components kept, upstream repository and folder; {commit} is the fetch's commit)
+UPSTREAM_FILES = {
+    "liger-kernel-bench": (
+        1, "https://github.com/linkedin/Liger-Kernel", "blob/main/benchmark/data/{name}"
+    ),
+    "liger-kernel-ci": (
+        2, "https://github.com/linkedin/Liger-Kernel", "blob/gh-pages/benchmarks/{name}"
+    ),
+    "kernelbench": (
+        2, "https://github.com/ScalingIntelligence/KernelBench",
+        "blob/{commit}/results/timing/{name}",
+    ),
+}  # fmt: skip
+
+
+def upstream_file(source_slug: str, location: str, commit: str = "") -> tuple[str, str]:
+    """(file name as upstream names it, link to it or "") for an import's location."""
+    if location.startswith(("http://", "https://")):
+        return location.rstrip("/").rsplit("/", 1)[-1], location
+    parts = location.replace("\\", "/").rstrip("/").split("/")
+    depth, repository, pattern = UPSTREAM_FILES.get(source_slug, (1, "", ""))
+    name = "/".join(parts[-depth:])
+    if not pattern:
+        return name, ""
+    return name, f"{repository}/{pattern.format(name=name, commit=commit or 'main')}"
 
 
 @dataclass

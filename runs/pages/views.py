@@ -30,16 +30,10 @@ from runs.models import (
     Source,
 )
 from runs.pages import charts, run_parts
-from runs.pages.ledger import ledger_lines
-from runs.pages.presenters import (
-    BadChoice,
-    benchmark_groups,
-    benchmark_panels,
-    benchmark_view,
-    comparability,
-    spec_diff,
-    upstream_file,
-)
+from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
+from runs.pages.compare import comparability, spec_diff
+from runs.pages.home import benchmark_groups
+from runs.pages.ledger import ledger_lines, upstream_file
 from runs.read import memo
 from runs.read.browse import BadQuery, browse
 from runs.read.counts import gpu_benchmarks, source_stats
@@ -55,7 +49,7 @@ def _canonical(request: HttpRequest) -> str:
 
 
 def _current_run(public_id: str) -> Run:
-    run = Run.objects.select_related("workload", "group").current_or_404(public_id)
+    run = Run.objects.for_run_page().current_or_404(public_id)
     memo.attach([run])
     return run
 
@@ -69,7 +63,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
-    latest = list(Run.objects.public().select_related("workload").newest()[:10])
+    latest = list(Run.objects.public().with_workload().newest()[:10])
     memo.attach(latest)
     # The catalogue with its counts is a cached fragment of home.html, rendered once per data
     # change: its lists (hundreds of benchmarks) are built only when it is rendered.
@@ -158,9 +152,7 @@ def run_history(request: HttpRequest, public_id: str) -> HttpResponse:
     """Every point of the run's cell across publications, a page of 100 at a time (the run
     page shows the points around this run)."""
     run = _current_run(public_id)
-    points = Run.objects.history_of(run).values(
-        "pk", "public_id", "median", "observed_at", "publication__slug"
-    )
+    points = Run.objects.history_points(run)
     page = Paginator(points, 100).get_page(request.GET.get("page"))
     return render(
         request,
@@ -185,7 +177,7 @@ def run_manifest_json(request: HttpRequest, public_id: str) -> JsonResponse:
             raise Http404("A revision is a whole number, like 1.")
         if int(wanted) != run.revision:
             run = get_object_or_404(
-                Run.objects.select_related("workload", "group"),
+                Run.objects.for_run_page(),
                 public_id=public_id,
                 revision=int(wanted),
             )
@@ -276,12 +268,7 @@ BENCHMARK_CHOICES = ("source", "gpu", "pass", "metric", "baseline", "plot", "wor
 def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     # Every GPU, pass and metric a source measured, each from its newest publication.
     groups = ComparisonGroup.objects.newest_per_view(benchmark=benchmark)
-    runs = list(
-        Run.objects.public()
-        .filter(group_id__in=groups)
-        .for_listing()
-        .order_by("timed_pass", "metric", "sweep_value", "rank")
-    )
+    runs = list(Run.objects.public().in_groups(groups).for_listing().by_cell())
     memo.attach(runs)
     panels = benchmark_panels(benchmark, runs)
     shown = {p.publication.pk: p.publication for p in panels}
@@ -312,7 +299,7 @@ def _mark_host_dominated(runs: list[Run]) -> None:
 @public_page
 def group_detail(request: HttpRequest, key: str) -> HttpResponse:
     group = ComparisonGroup.objects.with_related().by_key_prefix_or_404(key)
-    runs = list(Run.objects.public().filter(group=group).ranked())
+    runs = list(Run.objects.public().in_groups([group]).ranked())
     memo.attach(runs)
     values = [r.median for r in runs]
     unit = runs[0].unit if runs else "ns"
@@ -366,7 +353,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     """Every fetch of the source's upstream files, newest first: the upstream ledger."""
     source = get_object_or_404(Source, slug=slug)
-    entries = ImportRecord.objects.filter(source=source).select_related("publication", "rewrite_of")
+    entries = ImportRecord.objects.of_source(source)
     page = Paginator(entries, 100).get_page(request.GET.get("page"))
     return render(
         request,
@@ -384,17 +371,13 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    imports = list(ImportRecord.objects.filter(source=source).select_related("publication")[:100])
+    imports = list(ImportRecord.objects.of_source(source)[:100])
     for record in imports:
         record.file_name, record.file_url = upstream_file(
             source.slug, record.location, record.upstream_commit
         )
     stats = source_stats(source.pk)
-    revisions = (
-        Run.objects.filter(source=source, revision__gt=1)
-        .select_related("benchmark", "implementation")
-        .order_by("-created_at")[:50]
-    )
+    revisions = Run.objects.revisions_of(source)[:50]
     return render(
         request,
         "runs/source_detail.html",
@@ -403,7 +386,7 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "imports": imports,
             "stats": stats,
             "revisions": revisions,
-            "publications": Publication.objects.filter(source=source).count(),
+            "publications": Publication.objects.of_source(source).count(),
             "canonical": _canonical(request),
         },
     )
@@ -415,7 +398,7 @@ def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
     # Counts over every current run of the GPU: kept per data change (runs.read.counts).
     per_benchmark = gpu_benchmarks(gpu.pk)
-    benchmarks = list(Benchmark.objects.filter(pk__in=per_benchmark).order_by("title"))
+    benchmarks = list(Benchmark.objects.by_title(per_benchmark))
     for benchmark in benchmarks:
         benchmark.n = per_benchmark[benchmark.pk]
     return render(

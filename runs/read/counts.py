@@ -10,8 +10,6 @@ fix all retire the old counts, and nothing that writes has to remember to refres
 
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q
-
 from runs.models import ComparisonGroup, ImportRecord, Run
 from runs.read.freshness import cached_per_data_change, once_per_data_change
 
@@ -27,8 +25,7 @@ def _kept(name: str, compute):
 def _home() -> dict:
     counts = Run.objects.public().home_counts()
     counts["groups"] = ComparisonGroup.objects.count()
-    imports = ImportRecord.objects.order_by().values_list("source")
-    counts["last_import"] = dict(imports.annotate(last=Max("imported_at")))
+    counts["last_import"] = ImportRecord.objects.last_per_source()
     return counts
 
 
@@ -38,34 +35,13 @@ def home() -> dict:
     return _kept("home", _home)
 
 
-def _per_gpu() -> dict:
-    rows = Run.objects.public().order_by().values_list("environment__gpu", "benchmark")
-    per_gpu: dict = {}
-    for gpu, benchmark, n in rows.annotate(n=Count("id")):
-        per_gpu.setdefault(gpu, {})[benchmark] = n
-    return per_gpu
-
-
 def gpu_benchmarks(gpu_id: int) -> dict[int, int]:
     """Current runs per benchmark on this GPU (a GPU page's list), once per data change."""
-    per_gpu = _kept("gpu", _per_gpu)
+    per_gpu = _kept("gpu", Run.objects.public().count_per_gpu_benchmark)
     return per_gpu.get(gpu_id, {})
-
-
-def _per_source() -> dict:
-    rows = (
-        Run.objects.order_by()
-        .values_list("source")
-        .annotate(
-            current=Count("id", filter=Q(is_current=True)),
-            total=Count("id"),
-            revised=Count("id", filter=Q(revision__gt=1)),
-        )
-    )
-    return {source: {"current": c, "total": t, "revised": r} for source, c, t, r in rows}
 
 
 def source_stats(source_id: int) -> dict:
     """Runs of a source: current, every revision, and revised ones, once per data change."""
-    per_source = _kept("source", _per_source)
+    per_source = _kept("source", Run.objects.count_per_source)
     return per_source.get(source_id, {"current": 0, "total": 0, "revised": 0})

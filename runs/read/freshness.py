@@ -59,26 +59,35 @@ def _bump() -> None:
         logger.warning("could not bump the page-cache data version", exc_info=True)
 
 
-# Apps whose rows appear on public pages. Runs may not import the others (imports run one way),
-# so they are named here; every table of theirs gets the triggers, less the private ones below.
-PUBLIC_DATA_APPS = frozenset({"runs", "attestations", "reruns"})
-# Tables no public page reads (what a user watches and was told) or that change on every
-# request (a token's last use): bumping the version for them would only empty the cache.
-PRIVATE_MODELS = frozenset(
-    {"attestations.apitoken", "attestations.watch", "attestations.notice", "runs.dataversion"}
-)
 TRIGGER = "kernelindex_data_changed"
+
+
+# Each app declares on its AppConfig whether its rows appear on public pages
+# (`public_data = True`) and which of its models no public page reads or that change on every
+# request (`private_models`, model names): runs names no other app (imports run one way).
+def public_data_apps() -> frozenset[str]:
+    """Labels of the apps whose rows appear on public pages."""
+    return frozenset(c.label for c in apps.get_app_configs() if getattr(c, "public_data", False))
+
+
+def private_models() -> frozenset[str]:
+    """The "app.model" labels of the public apps' models that must not move the data version."""
+    return frozenset(
+        f"{config.label}.{name}"
+        for config in apps.get_app_configs()
+        if getattr(config, "public_data", False)
+        for name in getattr(config, "private_models", ())
+    )
 
 
 def public_tables() -> list[str]:
     """Every table of the public apps (many-to-many tables too), less the private ones."""
     tables = set()
-    for label in PUBLIC_DATA_APPS:
-        if not apps.is_installed(label):
-            continue
+    private = private_models()
+    for label in public_data_apps():
         for model in apps.get_app_config(label).get_models(include_auto_created=True):
             meta = model._meta
-            if meta.managed and not meta.proxy and meta.label_lower not in PRIVATE_MODELS:
+            if meta.managed and not meta.proxy and meta.label_lower not in private:
                 tables.add(meta.db_table)
     return sorted(tables)
 
@@ -125,7 +134,7 @@ def triggers_install(using: str = "default", **kwargs) -> None:
 
 
 def on_saved(sender, **kwargs) -> None:
-    if sender._meta.app_label in PUBLIC_DATA_APPS:
+    if getattr(sender._meta.app_config, "public_data", False):
         data_changed()
 
 

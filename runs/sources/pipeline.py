@@ -33,7 +33,7 @@ from runs.manifest.canonical import document_canonical, sha256_digest
 from runs.models import ComparisonGroup, Evidence, Publication, Run, Source
 from runs.sources.base import IngestError, InputFile, Record
 from runs.sources.documents import Resolver
-from runs.sources.ledger import ledger_append
+from runs.sources.ledger import IngestReport, ledger_append
 from runs.sources.ranking import rank_publication
 
 Progress = Callable[[Iterable], Iterable]
@@ -55,27 +55,6 @@ _LIMITS = {
 }
 # Lookups by a list of values go in chunks: SQLite bounds the parameters of one query.
 _CHUNK = 5000
-
-
-@dataclass
-class IngestReport:
-    location: str
-    publication: str
-    rows: int
-    created: int
-    revised: int
-    unchanged: int
-    # [public id, revision] of every run this file revised, for the ledger.
-    revised_ids: list[list] = field(default_factory=list, repr=False)
-    # The runs created, as model instances: only for controlled runs (one a call). An upstream
-    # file's runs are streamed to the database and not kept, so memory stays flat in rows.
-    runs: list[Run] = field(default_factory=list, repr=False)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.location}: {self.rows} rows, {self.created} created, "
-            f"{self.revised} revised, {self.unchanged} unchanged"
-        )
 
 
 def source_ensure(slug: str, meta: dict) -> Source:
@@ -370,30 +349,12 @@ def records_write(
     """
     resolver = resolver or Resolver()
     rows = _prepare(source, publication, records, progress or (lambda it: it), resolver)
-    existing = _existing(source, [row.record.external_id for row in rows])
-    to_write: list[_Row] = []
-    retire: list[int] = []
-    revised_ids: list[list] = []
-    reranked = {publication.pk}
-    created = unchanged = 0
-    for row in rows:
-        old = existing.get(row.record.external_id)
-        if old is None:
-            created += 1
-            to_write.append(row)
-            continue
-        if old.digest == row.document(source.slug) and old.labels == row.record.labels:
-            unchanged += 1
-            continue
-        row.public_id, row.revision = old.public_id, old.revision + 1
-        retire.append(old.id)
-        reranked.add(old.publication_id)
-        revised_ids.append([row.public_id, row.revision])
-        to_write.append(row)
-    del existing
+    changes = _compare(source, rows)
+    to_write, retire = changes.to_write, changes.retire
     report = IngestReport(
-        "", publication.slug, len(records), created, len(retire), unchanged, revised_ids[:5000]
-    )
+        "", publication.slug, len(records), changes.created, len(retire), changes.unchanged,
+        changes.revised_ids[:5000],
+    )  # fmt: skip
     if not to_write:
         return report
 
@@ -411,9 +372,43 @@ def records_write(
         _copy_runs(values)
     else:
         Run.objects.bulk_create((Run(**v) for _, v in values), batch_size=1000)
-    for pk in sorted(reranked):
+    for pk in sorted({publication.pk, *changes.reranked}):
         rank_publication(Publication(pk=pk))
     return report
+
+
+@dataclass
+class _Changes:
+    """What a file's rows change against the current runs of their external ids."""
+
+    to_write: list[_Row] = field(default_factory=list)  # new runs and new revisions
+    retire: list[int] = field(default_factory=list)  # ids of the revisions they replace
+    reranked: set[int] = field(default_factory=set)  # publications of the retired runs
+    revised_ids: list[list] = field(default_factory=list)  # [public id, new revision]
+    created: int = 0
+    unchanged: int = 0
+
+
+def _compare(source: Source, rows: list[_Row]) -> _Changes:
+    """Step 2 of records_write: a row whose digest and labels match its current run is
+    unchanged, one that differs becomes the next revision, one with no run is created."""
+    existing = _existing(source, [row.record.external_id for row in rows])
+    changes = _Changes()
+    for row in rows:
+        old = existing.get(row.record.external_id)
+        if old is None:
+            changes.created += 1
+            changes.to_write.append(row)
+            continue
+        if old.digest == row.document(source.slug) and old.labels == row.record.labels:
+            changes.unchanged += 1
+            continue
+        row.public_id, row.revision = old.public_id, old.revision + 1
+        changes.retire.append(old.id)
+        changes.reranked.add(old.publication_id)
+        changes.revised_ids.append([row.public_id, row.revision])
+        changes.to_write.append(row)
+    return changes
 
 
 def _prepare(

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from kernelindex import jsonbounds
-from reruns import signing
+from kirunner.sign import parse_key
 from reruns.controlled import job_document
 from reruns.models import JobState, RerunJob
 from reruns.services import RerunError, ResultRejected, rerun_order_offline, result_record
@@ -120,7 +120,7 @@ class Command(BaseCommand):
         key_doc = _read_json(str(key_file))
         if not isinstance(key_doc.get("keyId"), str) or not isinstance(key_doc.get("secret"), str):
             raise CommandError(f"{key_file}: needs string fields keyId and secret")
-        keys = {key_doc["keyId"]: signing.parse_key(key_doc["secret"])}
+        keys = {key_doc["keyId"]: parse_key(key_doc["secret"])}
         jobs, results = {}, {}
         # Jobs and primary results only: a batch folder may also keep repeated runs of the
         # same jobs (for their spread) under repeats/, which are data, not results to record.

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from runs.extensions import run_extensions
+
 DATA = Path(settings.BASE_DIR) / "data"
 
 
@@ -30,8 +32,8 @@ class Command(BaseCommand):
         call_command("ingest", "liger-kernel-bench", str(DATA / "liger" / "all_benchmark_data.csv"))
         call_command("ingest", "liger-kernel-ci", str(DATA / "liger-ci"))
         call_command("ingest", "kernelbench", str(DATA / "kernelbench"))
-        # Controlled reruns: signed results kept under data/reruns/<batch>/.
-        for batch in sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()):
-            call_command("rerun", "load-demo", str(batch))
+        # The apps built on runs load their own (runs.extensions.DemoLoader).
+        for loader in run_extensions.demo_loaders():
+            loader.load(DATA)
         if not no_serve:
             call_command("runserver", addrport, use_reloader=False)

@@ -1,8 +1,8 @@
-"""Shape query results for the benchmark, group and compare pages (no queries here)."""
+"""The benchmark page: its runs shaped into plots (panels), one shown at a time, chosen by
+links that keep the choice in the URL (no queries here)."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -87,51 +87,62 @@ def _sweep_x(run, swept: str):
     return run.workload.parameters.get(swept)
 
 
+def _panel_key(run) -> tuple[tuple, str, str]:
+    """(the panel a run belongs to, its swept parameter, its fixed ones as text): one panel
+    per publication, pass, metric, GPU and workload family."""
+    swept = _swept_param(run) if run.sweep_name else ""
+    fixed_params = {k: v for k, v in run.workload.parameters.items() if k != swept}
+    fixed = " · ".join(
+        str(fixed_params[k]) if k == "dtype" else f"{k} = {fixed_params[k]}"
+        for k in sorted(fixed_params, key=param_order)
+    )
+    key = (
+        run.publication_id,
+        run.timed_pass,
+        run.metric,
+        run.environment.gpu.upstream_name,
+        swept,
+        fixed,
+    )
+    return key, swept, fixed
+
+
+def _new_panel(benchmark, run, chart_id: str, swept: str, fixed: str) -> Panel:
+    gpu = run.environment.gpu
+    title = (
+        f"{benchmark.title}: {Metric(run.metric).label.lower()}, "
+        f"{TimedPass(run.timed_pass).label.lower()} pass, {gpu.upstream_name}"
+    )
+    return Panel(
+        chart_id=chart_id,
+        title=title,
+        sweep=swept,
+        fixed=fixed,
+        unit=run.unit,
+        order=(
+            run.metric != "latency",
+            _PASS_ORDER.get(run.timed_pass, 9),
+            gpu.upstream_name,
+            swept,
+            fixed,
+        ),
+        source_slug=run.publication.source.slug,
+        source_name=run.publication.source.name,
+        gpu_slug=gpu.slug,
+        gpu_name=gpu.upstream_name,
+        timed_pass=run.timed_pass,
+        metric=run.metric,
+        publication=run.publication,
+    )
+
+
 def benchmark_panels(benchmark, runs) -> list[Panel]:
     panels: dict[tuple, Panel] = {}
     for run in runs:
-        swept = _swept_param(run) if run.sweep_name else ""
-        fixed_params = {k: v for k, v in run.workload.parameters.items() if k != swept}
-        fixed = " · ".join(
-            str(fixed_params[k]) if k == "dtype" else f"{k} = {fixed_params[k]}"
-            for k in sorted(fixed_params, key=param_order)
-        )
-        key = (
-            run.publication_id,
-            run.timed_pass,
-            run.metric,
-            run.environment.gpu.upstream_name,
-            swept,
-            fixed,
-        )
+        key, swept, fixed = _panel_key(run)
         panel = panels.get(key)
         if panel is None:
-            title = (
-                f"{benchmark.title}: {Metric(run.metric).label.lower()}, "
-                f"{TimedPass(run.timed_pass).label.lower()} pass, "
-                f"{run.environment.gpu.upstream_name}"
-            )
-            panel = panels[key] = Panel(
-                chart_id=f"p{len(panels) + 1}",
-                title=title,
-                sweep=swept,
-                fixed=fixed,
-                unit=run.unit,
-                order=(
-                    run.metric != "latency",
-                    _PASS_ORDER.get(run.timed_pass, 9),
-                    run.environment.gpu.upstream_name,
-                    swept,
-                    fixed,
-                ),
-                source_slug=run.publication.source.slug,
-                source_name=run.publication.source.name,
-                gpu_slug=run.environment.gpu.slug,
-                gpu_name=run.environment.gpu.upstream_name,
-                timed_pass=run.timed_pass,
-                metric=run.metric,
-                publication=run.publication,
-            )
+            panel = panels[key] = _new_panel(benchmark, run, f"p{len(panels) + 1}", swept, fixed)
         x = _sweep_x(run, swept)
         if x not in panel.cells:
             panel.xs.append(x)
@@ -148,132 +159,6 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
         out.append(panel)
     out.sort(key=lambda p: p.order)
     return out
-
-
-def _flatten(value, prefix: str = "") -> dict[str, object]:
-    if isinstance(value, dict):
-        flat: dict[str, object] = {}
-        for key in sorted(value):
-            flat.update(_flatten(value[key], f"{prefix}.{key}" if prefix else key))
-        return flat
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        flat = {}
-        for i, item in enumerate(value):
-            flat.update(_flatten(item, f"{prefix}[{i}]"))
-        return flat
-    return {prefix: value}
-
-
-@dataclass
-class DiffRow:
-    field: str
-    left: object
-    right: object
-
-    @property
-    def differs(self) -> bool:
-        return self.left != self.right
-
-
-def spec_diff(left: dict, right: dict) -> list[DiffRow]:
-    """Every leaf of two digest-covered specs, side by side."""
-    a, b = _flatten(left), _flatten(right)
-    return [DiffRow(k, a.get(k, "—"), b.get(k, "—")) for k in sorted(set(a) | set(b))]
-
-
-def comparability(a, b) -> tuple[bool, str]:
-    """(comparable, a plain sentence why)."""
-    if a.group_id == b.group_id:
-        return True, (
-            "Comparable: both runs are in the same comparison group (same benchmark, timed pass, "
-            "metric, workload, GPU and protocol family, in the same publication), so their "
-            "medians rank against each other."
-        )
-    reasons = []
-    if a.benchmark_id != b.benchmark_id:
-        reasons.append("they measure different benchmarks")
-    if a.timed_pass != b.timed_pass:
-        reasons.append("they time different passes")
-    if a.metric != b.metric:
-        reasons.append("they measure different metrics")
-    if a.workload_id != b.workload_id:
-        reasons.append("their workloads differ")
-    if a.environment_id != b.environment_id:
-        reasons.append("they ran on different hardware")
-    if a.protocol.family != b.protocol.family:
-        reasons.append("their protocols belong to different comparability families")
-    if not reasons and a.group.cell_key == b.group.cell_key:
-        return False, (
-            "Not ranked together: the two runs measure the same cell but come from different "
-            "publications (different upstream runs), so they are two points of one history "
-            "rather than competitors."
-        )
-    if not reasons:
-        reasons.append("they were swept differently upstream")
-    return False, "Not comparable: " + ", ".join(reasons) + "."
-
-
-def natural_key(text: str) -> list:
-    """Numbers in text sort as numbers: "2_ReLU" before "26_GELU", "L2" before "L10"."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", text)]
-
-
-@dataclass
-class BenchmarkGroup:
-    title: str  # the family where titles name one ("KernelBench L1"), else the source's name
-    benchmarks: list
-    runs: int
-    open: bool = False
-
-
-def benchmark_groups(benchmarks: list, main_source: dict, source_names: dict) -> list:
-    """The home page's benchmark list: grouped by each benchmark's main source and, where
-    titles read "<family> · <name>" (KernelBench's levels), by family instead; the group with
-    the most runs first and open, the others folded; names in natural order."""
-    groups: dict[str, BenchmarkGroup] = {}
-    for benchmark in benchmarks:
-        family, _, name = benchmark.title.rpartition(" · ")
-        source = source_names.get(main_source.get(benchmark.pk), "")
-        title = family or source
-        group = groups.setdefault(title, BenchmarkGroup(title, [], 0))
-        benchmark.short_title = name
-        group.benchmarks.append(benchmark)
-        group.runs += benchmark.n
-    for group in groups.values():
-        group.benchmarks.sort(key=lambda b: natural_key(b.title))
-    ordered = sorted(groups.values(), key=lambda g: (-g.runs, natural_key(g.title)))
-    if ordered:
-        ordered[0].open = True
-    return ordered
-
-
-# Where each source's files live upstream; an import's location is a path on the machine that
-# imported it, which means nothing to a reader (and says more about that machine than it should).
-# (path components kept, upstream repository and folder; {commit} is the fetch's commit)
-UPSTREAM_FILES = {
-    "liger-kernel-bench": (
-        1, "https://github.com/linkedin/Liger-Kernel", "blob/main/benchmark/data/{name}"
-    ),
-    "liger-kernel-ci": (
-        2, "https://github.com/linkedin/Liger-Kernel", "blob/gh-pages/benchmarks/{name}"
-    ),
-    "kernelbench": (
-        2, "https://github.com/ScalingIntelligence/KernelBench",
-        "blob/{commit}/results/timing/{name}",
-    ),
-}  # fmt: skip
-
-
-def upstream_file(source_slug: str, location: str, commit: str = "") -> tuple[str, str]:
-    """(file name as upstream names it, link to it or "") for an import's location."""
-    if location.startswith(("http://", "https://")):
-        return location.rstrip("/").rsplit("/", 1)[-1], location
-    parts = location.replace("\\", "/").rstrip("/").split("/")
-    depth, repository, pattern = UPSTREAM_FILES.get(source_slug, (1, "", ""))
-    name = "/".join(parts[-depth:])
-    if not pattern:
-        return name, ""
-    return name, f"{repository}/{pattern.format(name=name, commit=commit or 'main')}"
 
 
 # The benchmark page: one plot at a time, chosen by links that keep the choice in the URL.
@@ -399,10 +284,8 @@ def _same_workload(panels: list[Panel], params, current: Panel) -> str:
     return "1"
 
 
-def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
-    """Pick the panel the query asks for (source, gpu, pass, metric, workload), the baseline
-    implementation and the plot kind; each unset or unavailable choice falls back to the first
-    available one, and a value that names nothing on this page raises BadChoice."""
+def _check_choices(panels: list[Panel], params) -> None:
+    """BadChoice for a query value that names nothing on this page."""
     known = {
         "source": {p.source_slug for p in panels},
         "gpu": {p.gpu_slug for p in panels},
@@ -419,13 +302,13 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
     workload = params.get("workload", "1")
     if not workload.isdigit() or not 1 <= int(workload) <= 999:
         raise BadChoice("workload is a number from the workload links, like 1.")
-    if not panels:
-        return BenchmarkView(None, [], [], "", "median", "", [], [])
 
-    chosen, candidates, selector_values, notes = _resolve(panels, params)
-    # Panels left differ only in the swept parameter and the fixed ones.
-    index = min(int(workload), len(candidates))
-    if int(workload) > len(candidates):
+
+def _pick_workload(candidates: list[Panel], workload: int, chosen, selector_values, notes):
+    """The panel of the asked-for workload link (the panels left differ only in the swept
+    parameter and the fixed ones), or the last one, with a note, when there are fewer."""
+    index = min(workload, len(candidates))
+    if workload > len(candidates):
         notes.append(
             f"This choice has {len(candidates)} workload{_plural(len(candidates))}; "
             f"showing the {_workload_label(candidates[index - 1])}."
@@ -439,7 +322,11 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
                 [(str(i + 1), _workload_label(p)) for i, p in enumerate(candidates)],
             )
         )
-    panel = candidates[index - 1]
+    return candidates[index - 1]
+
+
+def _pick_baseline(panels: list[Panel], panel: Panel, params, chosen, selector_values, notes):
+    """The implementation speed-ups are over: the asked-for one where the plot has it."""
     by_key = {k: n for n, k in panel.keys.items()}
     baseline = by_key.get(params.get("baseline", ""), _default_baseline(panel))
     wanted = params.get("baseline")
@@ -451,6 +338,33 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
         ("baseline", "Speed-up relative to",
          [(panel.keys[n], n) for n in panel.implementations])
     )  # fmt: skip
+    return baseline
+
+
+def _rows(panel: Panel, baseline: str) -> list:
+    """(x label, [(run, speed-up over the baseline)] per implementation) per swept value."""
+    rows = []
+    for x in panel.xs:
+        base = panel.cells[x].get(baseline)
+        rows.append(
+            (x_label(x), [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
+                          for i in panel.implementations])
+        )  # fmt: skip
+    return rows
+
+
+def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
+    """Pick the panel the query asks for (source, gpu, pass, metric, workload), the baseline
+    implementation and the plot kind; each unset or unavailable choice falls back to the first
+    available one, and a value that names nothing on this page raises BadChoice."""
+    _check_choices(panels, params)
+    if not panels:
+        return BenchmarkView(None, [], [], "", "median", "", [], [])
+
+    chosen, candidates, selector_values, notes = _resolve(panels, params)
+    workload = int(params.get("workload", "1"))
+    panel = _pick_workload(candidates, workload, chosen, selector_values, notes)
+    baseline = _pick_baseline(panels, panel, params, chosen, selector_values, notes)
     chosen["plot"] = params.get("plot", "median")
     selector_values.append(("plot", "Plot", list(PLOTS.items())))
 
@@ -466,14 +380,7 @@ def benchmark_view(panels: list[Panel], params) -> BenchmarkView:
                  for value, label in ordered])
         for name, title, ordered in selector_values
     ]  # fmt: skip
-
-    rows = []
-    for x in panel.xs:
-        base = panel.cells[x].get(baseline)
-        rows.append(
-            (x_label(x), [(panel.cells[x].get(i), _speedup(panel.cells[x].get(i), base))
-                          for i in panel.implementations])
-        )  # fmt: skip
+    rows = _rows(panel, baseline)
     svg = _panel_svg(panel, rows, baseline, chosen["plot"])
     summary = _summary(panels, chosen)
     return BenchmarkView(panel, selectors, summary, baseline, chosen["plot"], svg, rows, notes)

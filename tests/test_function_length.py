@@ -1,0 +1,54 @@
+"""Functions stay under 60 lines (bench/, migrations and tests aside).
+
+The functions below are longer and known; each may shrink, none may grow, and no other
+function may pass 60 lines. When one is split, its entry goes.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 60
+SKIP = {".venv", "bench", "migrations", "tests", "node_modules"}
+# path:function -> lines now.
+KNOWN_LONGER = {
+    "kirunner/runner.py:_run": 174,
+    "runs/evidence.py:outcome_decide": 130,
+    "reruns/services.py:result_record": 119,
+    "runs/read/freshness.py:public_page": 91,
+    "runs/read/freshness.py:wrapper": 79,
+    "kirunner/check.py:run_check": 69,
+    "reruns/services.py:_record": 68,
+    "reruns/controlled.py:controlled_record": 66,
+    "kirunner/runner.py:validate_job": 61,
+    "kirunner/result_schema.py:_payload": 61,
+    "kirunner/harness.py:memory_cpu": 61,
+    "kirunner/__main__.py:_cmd_run": 61,
+}
+
+
+def function_lengths() -> dict[str, int]:
+    lengths: dict[str, int] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        if SKIP & set(path.relative_to(ROOT).parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{path.relative_to(ROOT)}:{node.name}"
+                lengths[name] = max(lengths.get(name, 0), node.end_lineno - node.lineno + 1)
+    return lengths
+
+
+def test_no_function_passes_the_limit_or_grows():
+    lengths = function_lengths()
+    over = {name: n for name, n in lengths.items() if n > LIMIT}
+    grown_or_new = {n: lines for n, lines in over.items() if lines > KNOWN_LONGER.get(n, LIMIT)}
+    assert grown_or_new == {}
+
+
+def test_the_known_list_is_not_stale():
+    """An entry that was split (or renamed) leaves the list, so it cannot grow back unseen."""
+    lengths = function_lengths()
+    assert {name for name in KNOWN_LONGER if lengths.get(name, 0) <= LIMIT} == set()

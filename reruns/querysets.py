@@ -38,6 +38,7 @@ class RerunJobQuerySet(models.QuerySet):
         """Running, and no heartbeat since `moment`: the worker is gone."""
         return self.filter(state="running", heartbeat_at__lt=moment)
 
+
 class ResultReceiptQuerySet(models.QuerySet):
     def of_controlled_run(self, run):
         """The receipt of the result a controlled run was made from, or None."""

@@ -22,8 +22,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs"
 BUILT_ON_RUNS = ("attestations", "reruns")
 # Another app's name in a string is a tie no import scan sees: a table label, a command name,
-# a template path.
-NAMED = re.compile(r"\b(attestations|reruns)\b")
+# a template path. The product's own words ("a controlled rerun's reruns") are no tie: a name
+# counts alone or as the head of a dotted, colon, slash or underscore path.
+NAMED = re.compile(r"^(attestations|reruns)$|\b(attestations|reruns)[.:/_]\w")
 # Template tags that reach into an app's templates or tag libraries.
 TEMPLATE_REACH = re.compile(
     r"\{%\s*(include|extends|load)\s+[^%]*\b(attestations|reruns)\b[^%]*%\}"

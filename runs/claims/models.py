@@ -1,12 +1,11 @@
 """Judged claims, stored so the pages that show speed-ups read them with one query per data
-change (claims/read.py) rather than judging on every request."""
+change (runs/claims/read.py) rather than judging on every request."""
 
 from __future__ import annotations
 
 from django.db import models
 
 from runs.claims import rule
-from runs.models import ComparisonGroup, Run, Source
 
 
 class Verdict(models.TextChoices):
@@ -20,15 +19,27 @@ class JudgedClaim(models.Model):
     """The claim that `better` (lower published figure) beats `other` in one group, judged
     by controlled reruns of both from one runner process. The published runs are untouched."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="judged_claims")
-    group = models.ForeignKey(ComparisonGroup, on_delete=models.CASCADE, related_name="claims")
-    better = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims_as_better")
-    other = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims_as_other")
+    source = models.ForeignKey(
+        "runs.Source", on_delete=models.CASCADE, related_name="judged_claims"
+    )
+    group = models.ForeignKey(
+        "runs.ComparisonGroup", on_delete=models.CASCADE, related_name="claims"
+    )
+    better = models.ForeignKey(
+        "runs.Run", on_delete=models.CASCADE, related_name="claims_as_better"
+    )
+    other = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="claims_as_other")
     better_controlled = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="+", help_text="controlled rerun of better"
+        "runs.Run",
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="controlled rerun of better",
     )
     other_controlled = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="+", help_text="controlled rerun of other"
+        "runs.Run",
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="controlled rerun of other",
     )
     verdict = models.CharField(max_length=16, choices=Verdict.choices)
     severity = models.PositiveSmallIntegerField(

@@ -78,6 +78,20 @@ def test_distribution_version_is_the_package_version():
     assert any(d.startswith("triton") for d in meta["optional-dependencies"]["gpu"])
 
 
+def test_distribution_lists_every_subpackage():
+    """The folder is mapped onto the package, so setuptools cannot find subpackages itself: a
+    new one left out of the list installs a runner that fails on its first job."""
+    listed = tomllib.loads((REPO / "kirunner" / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]["packages"]
+    on_disk = {
+        ".".join(("kirunner", *init.parent.relative_to(REPO / "kirunner").parts))
+        for init in (REPO / "kirunner").rglob("__init__.py")
+        if not {"build", "dist"} & set(init.parts)
+    }
+    assert set(listed) == on_disk
+
+
 def test_installed_runner_has_no_web_app_and_explains_itself(installed_runner, tmp_path):
     python = installed_runner / "python"
     where = subprocess.run(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,7 +135,9 @@ def test_installed_runner_runs_a_self_run_job_on_the_cpu(installed_runner, tmp_p
     payload = result["payload"]
     assert payload["status"] == "ok" and payload["device"] == "cpu"
     assert payload["job"] == {"id": "self-run-test", "nonce": None, "selfRun": True}
-    assert payload["runner"] == {"name": "kirunner", "version": kirunner.__version__}
+    runner = payload["runner"]
+    assert (runner["name"], runner["version"]) == ("kirunner", kirunner.__version__)
+    assert re.fullmatch(r"[0-9a-f]{32}", runner["process"])  # which runner process measured
     assert payload["measurement"]["median"] > 0 and payload["measurement"]["samples"]
     assert payload["measurement"]["diagnostics"]["absent"].startswith("CPU run")
     # The result document the controlled reruns write, marked self-run: never controlled.

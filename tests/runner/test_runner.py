@@ -249,3 +249,28 @@ def test_result_echoes_job_identity() -> None:
     )
     assert p["implementation"]["package"] == "torch"
     assert p["implementation"]["requestedRevision"] is None
+
+
+def test_a_job_leaves_the_process_objects_frozen_and_still_frees_its_own() -> None:
+    """The collections a job makes walk only the job's objects (runner._freeze_survivors),
+    and garbage made after the freeze is still collected."""
+    import gc
+    import weakref
+
+    class Held:
+        pass
+
+    held = Held()
+    held.cycle = held
+    run(make_job("rms_norm"))
+    try:
+        assert gc.get_freeze_count() > 0
+        assert not any(o is held for o in gc.get_objects())
+        garbage = Held()
+        garbage.cycle = garbage
+        ref = weakref.ref(garbage)
+        del garbage
+        gc.collect()
+        assert ref() is None
+    finally:
+        gc.unfreeze()

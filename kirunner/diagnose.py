@@ -98,6 +98,11 @@ def repeats_consistent(device: dict[str, Any]) -> bool:
     med, p20, p80 = device.get("median"), device.get("p20"), device.get("p80")
     if not all(isinstance(v, int | float) for v in (med, p20, p80)) or med <= 0:
         return False
+    low = device.get("min")
+    if isinstance(low, int | float) and low <= 0:
+        # A repeat of the graph difference at or below zero: the method did not resolve the
+        # call on every repeat (kirunner/sanity.py, DIFFERENCE_TIMINGS).
+        return False
     return (p80 - p20) / med <= REPEAT_SPREAD_LIMIT
 
 

@@ -11,6 +11,7 @@ Selections:
   liger-kernel-bench, every pass and metric, liger and huggingface) and every row of the latest
   upstream CI run that has NVIDIA H200 rows, for every kernel, pass, metric and provider the
   runner supports (280 rows at commit 02bac05).
+- `unjudged-h200`: the rows of `all-h200` that carry no verdict yet.
 - `first`: the 2026-11-29 batch: the example workload and, for rope, rms_norm and swiglu,
   one workload of that CI run.
 """
@@ -66,6 +67,13 @@ def selected_all_h200():
     yield from (run for run in cells if runner_supports(run))
 
 
+def selected_unjudged_h200():
+    """The rows of `all-h200` that carry no verdict yet (evidence still `reported`)."""
+    from runs.models import Evidence
+
+    yield from (run for run in selected_all_h200() if run.evidence == Evidence.REPORTED)
+
+
 def selected_first():
     from runs.models import Run
 
@@ -91,11 +99,21 @@ def selected_first():
         )
 
 
+SELECTIONS = {
+    "all-h200": selected_all_h200,
+    "unjudged-h200": selected_unjudged_h200,
+    "first": selected_first,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--gpu-class", default="h200")
-    parser.add_argument("--selection", choices=["all-h200", "first"], default="all-h200")
+    parser.add_argument(
+        "--selection", choices=sorted(SELECTIONS), default="all-h200", help="see the docstring"
+    )
+    parser.add_argument("--kernels", default="", help="comma-separated benchmark slugs only")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
     import django
@@ -106,8 +124,11 @@ def main() -> None:
     from reruns.models import RerunJob
 
     issued_at = datetime.now(UTC)
-    selected = selected_all_h200() if args.selection == "all-h200" else selected_first()
-    width = 3 if args.selection == "all-h200" else 2
+    selected = SELECTIONS[args.selection]()
+    if args.kernels:
+        wanted = set(args.kernels.split(","))
+        selected = (run for run in selected if run.benchmark.slug in wanted)
+    width = 2 if args.selection == "first" else 4
     for n, run in enumerate(selected, start=1):
         # An unsaved job: `rerun load-demo` creates the row from the file, with this uuid and
         # nonce, once the results come back.

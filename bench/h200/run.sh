@@ -14,8 +14,8 @@
 #                       bench/out/<mode>)
 #   --work DIR          where result files accumulate (default bench/out/work): a second call
 #                       on the same host keeps what the first finished and runs the rest
-#   --repeats N         independent runner processes over the whole batch (default 2);
-#                       result <job>.rN.json is repeat N
+#   --repeats N         independent runner processes over the batch (default 2); repeats
+#                       after the first take its latency jobs only; <job>.rN.json is repeat N
 #   --limit N           only the first N jobs (by name); --dry-run defaults to 4
 #   --budget S          start no job after S seconds in all (default 540: the device allows
 #                       600 per command)
@@ -165,9 +165,13 @@ for r in $(seq 1 "$repeats"); do
     while [ "$rc" -eq 75 ] && [ "$left" -ge 20 ]; do
       # Later repeats take the jobs in a fixed shuffled order, so a repeat that runs out of
       # time still covers every kernel rather than the first few by name.
+      # They re-measure latency jobs only: a verdict on a latency cell needs a second
+      # independent process, while a peak-memory reading repeats to the byte.
       order="$group"
       if [ "$r" -gt 1 ]; then
-        order="$(tr ' ' '\n' <<< "$group" | shuf --random-source=<(yes "$r") | tr '\n' ' ')"
+        order="$(tr ' ' '\n' <<< "$group" | grep -- '-latency-' \
+          | shuf --random-source=<(yes "$r") | tr '\n' ' ')"
+        [ -n "$order" ] || break
       fi
       # shellcheck disable=SC2086
       timeout --kill-after=10 "$left" "$python" -m kirunner batch $order \

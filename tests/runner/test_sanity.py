@@ -81,6 +81,40 @@ def test_every_diagnostic_timing_is_checked(block: str, field: str) -> None:
     assert any(f"diagnostics.{block}.{field}" in p for p in problems), problems
 
 
+@pytest.mark.parametrize("field", ["median", "p20", "p80", "min", "max"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "0.3"])
+def test_a_device_time_by_difference_must_still_be_finite_numbers(field: str, value) -> None:
+    measurement = _latency()
+    measurement["diagnostics"]["device"].update(method="cuda-graph", **{field: value})
+    problems = sanity.measurement_problems(measurement, metric="latency")
+    assert any(f"diagnostics.device.{field}" in p for p in problems), problems
+
+
+def test_a_device_time_repeat_at_or_below_zero_is_a_measured_difference() -> None:
+    """A 6 us softmax measured against a 60 us flush (h200-2026-12-01c, job 0199): one of ten
+    graph-replay differences came out below zero. The result is sane; the device time it
+    carries is not one the server can use (its repeats disagree)."""
+    measurement = _latency()
+    device = {
+        "median": 0.006396797299385071,
+        "p20": 0.00573183536529541,
+        "p80": 0.006585603952407837,
+        "min": -0.009772801399230957,
+        "max": 0.00697600245475769,
+        "method": "cuda-graph",
+    }
+    measurement["diagnostics"]["device"] = device
+    assert sanity.measurement_problems(measurement, metric="latency") == []
+    from kirunner import diagnose
+
+    assert diagnose.repeats_consistent(device) is False
+    # The same figures from a method that is no difference are refused.
+    measurement["diagnostics"]["device"] = {**device, "method": "profiler-gpu-busy"}
+    assert sanity.measurement_problems(measurement, metric="latency") == [
+        "diagnostics.device.min is -0.009772801399230957: a measured time or size is above zero"
+    ]
+
+
 def test_quantiles_out_of_order_are_refused() -> None:
     measurement = _latency()
     measurement.update(p20=0.36, median=0.34, p80=0.33)

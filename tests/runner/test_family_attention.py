@@ -254,7 +254,7 @@ def test_closures_reuse_one_dy_and_keep_the_graph(monkeypatch, name, mode, memor
 
 
 @pytest.mark.parametrize("name", KERNELS)
-def test_forward_clears_x_grad_between_calls(name):
+def test_forward_pass_names_x_in_grad_to_none(name):
     spec = get_spec(name)
     wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
     impl = spec.build(wl, "torch", torch.device("cpu"), None)

@@ -18,6 +18,11 @@ kernels, and the differences matter for what is timed (and allocated):
     forward and full pass no grad_to_none (x.grad accumulates, as upstream);
     backward = ``y.backward(retain_graph=True)`` with grad_to_none=[x]; full =
     forward + ``y.backward()``.
+``scalar_loss_retain`` (jsd, kl_div, tvd)
+    as scalar_loss, but full = forward + ``y.backward(retain_graph=True)``.
+``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
+    these scripts' bench_memory_* ignore the pass and always measure full (forward and
+    backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``.
 """
 
 from __future__ import annotations
@@ -178,6 +183,28 @@ def _ones_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list
     return full, [x]
 
 
+def _scalar_loss_retain(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_jsd/kl_div/tvd.py: scalar_loss whose full keeps the graph."""
+    if mode != "full":
+        return _scalar_loss(case, mode, for_memory=for_memory)
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(retain_graph=True)
+
+    return full, None
+
+
+def _always_full(style: Callable[..., tuple[Closure, list | None]]):
+    """A memory recipe that measures full whatever pass the job names, as scripts whose
+    bench_memory_* never read the mode do."""
+
+    def build(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+        return style(case, "full", for_memory=for_memory)
+
+    return build
+
+
 _STYLES = {
     "autograd_grad": _autograd_grad,
     "fixed_dy": _fixed_dy,
@@ -185,6 +212,9 @@ _STYLES = {
     "scalar_loss": _scalar_loss,
     "fixed_dy_release": _fixed_dy_release,
     "ones_dy": _ones_dy,
+    "scalar_loss_retain": _scalar_loss_retain,
+    "fixed_dy_full": _always_full(_fixed_dy),
+    "scalar_loss_retain_full": _always_full(_scalar_loss_retain),
 }
 
 

@@ -50,9 +50,9 @@ def torch_jsd():
             log_p, log_q = log_p.to(torch.float), log_q.to(torch.float)
             log_p, log_q = log_p.view(-1, log_p.size(-1)), log_q.view(-1, log_q.size(-1))
             m = torch.lerp(torch.exp(log_q), torch.exp(log_p), self.beta)
-            loss = self.beta * self.kl(torch.log(m), log_p).sum(dim=-1) + (
-                1 - self.beta
-            ) * self.kl(torch.log(m), log_q).sum(dim=-1)
+            loss = self.beta * self.kl(torch.log(m), log_p).sum(dim=-1) + (1 - self.beta) * self.kl(
+                torch.log(m), log_q
+            ).sum(dim=-1)
             loss = (loss / log_q.shape[0]).sum()
             return loss.to(self.dtype)
 

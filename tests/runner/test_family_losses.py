@@ -1,0 +1,220 @@
+"""group_norm, jsd/kl_div/tvd and sparsemax (kirunner/families/): the H200 rows of Liger-Kernel
+02bac05 resolve, the inputs and closures are built as the scripts build them, the torch
+providers agree with the float64 references, and a CPU job of each runs end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+# kernels first: it imports the family modules, which import it back.
+from kirunner import kernels, protocol, run_job
+from kirunner.check import run_check
+from kirunner.families.divergence import reference_jsd, reference_kl_div, reference_tvd
+from kirunner.families.group_norm import reference_group_norm
+from kirunner.families.sparsemax import reference_sparsemax
+from kirunner.workload import WorkloadError
+from runs.sources.parsers import parse_liger_csv
+from tests.runner.jobs import make_job
+
+get_spec = kernels.get_spec
+
+CSV = Path(__file__).resolve().parents[2] / "data" / "liger-ci" / "02bac05" / "benchmark.csv"
+
+# The first H200 row of each kernel at 02bac05, as runs.sources.parsers normalises it.
+UPSTREAM = {
+    "group_norm": {
+        "M": 128,
+        "hidden": 512,
+        "channels_per_group": 4,
+        "dtype": "fp32",
+        "eps": 1e-06,
+        "C": 32,
+    },  # fmt: skip
+    "jsd": {"batch": 4, "seq": 2048, "vocab": 4096},
+    "kl_div": {"batch": 8, "seq": 512, "vocab": 4096},
+    "tvd": {"batch": 8, "seq": 2048, "vocab": 4096},
+    "sparsemax": {"batch": 4, "seq": 512, "dim": -1, "dtype": "fp32", "V": 1024},
+}
+TORCH = {"group_norm": "huggingface"}  # the provider that runs on the CPU
+REP = {"group_norm": 500, "sparsemax": 500, "jsd": 100, "kl_div": 100, "tvd": 100}
+ROWS = {"group_norm": 84, "jsd": 48, "kl_div": 48, "tvd": 48, "sparsemax": 48}
+
+
+@pytest.fixture(scope="module")
+def h200_rows():
+    rows = parse_liger_csv(CSV.read_bytes(), str(CSV))
+    return [r for r in rows if r.gpu_name == "NVIDIA H200" and r.benchmark in UPSTREAM]
+
+
+def test_every_h200_row_resolves_with_no_parameter_left_over(h200_rows):
+    counted = dict.fromkeys(UPSTREAM, 0)
+    for row in h200_rows:
+        spec = get_spec(row.benchmark)
+        assert row.provider in spec.providers
+        wl, unused = spec.resolve(row.params)
+        assert unused == {}, (row.benchmark, unused)
+        counted[row.benchmark] += 1
+    assert counted == ROWS
+    first = {}
+    for row in h200_rows:
+        first.setdefault(row.benchmark, row.params)
+    assert first == UPSTREAM
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+def test_rep_and_providers_are_the_scripts(name):
+    spec = get_spec(name)
+    assert spec.upstream_rep == REP[name]
+    assert set(spec.providers) == {"liger", TORCH.get(name, "torch")}
+    assert spec.resolve(UPSTREAM[name])[0]["dtype"] == "fp32"  # no script here sets bf16
+
+
+def _inputs(name, **sizes):
+    spec = get_spec(name)
+    wl = {**spec.resolve(UPSTREAM[name])[0], **sizes}
+    return spec, wl, spec.make_inputs(wl, "cpu", torch.Generator().manual_seed(0))
+
+
+def test_shapes_follow_the_scripts():
+    spec, _, raw = _inputs("group_norm", M=3, C=8, hidden=5)
+    assert raw["x"].shape == (3, 8, 5)  # (M, C, H)
+    spec, _, raw = _inputs("sparsemax", batch=2, seq=3, V=7)
+    assert raw["x"].shape == (6, 7)  # (B*T, V)
+    for name in ("jsd", "kl_div", "tvd"):
+        spec, _, raw = _inputs(name, batch=2, seq=3, vocab=7)
+        assert raw["x"].shape == raw["target"].shape == (6, 7)
+        views = spec.views({**raw, "x": raw["x"].requires_grad_(True)})
+        assert not views["x"].is_leaf and not raw["target"].requires_grad
+        probs = views["x"].exp() if name != "tvd" else views["x"]
+        target = raw["target"].exp() if name == "jsd" else raw["target"]
+        assert torch.allclose(probs.sum(-1), torch.ones(6)) and torch.allclose(
+            target.sum(-1), torch.ones(6)
+        )
+
+
+def test_group_norm_must_split_into_whole_groups():
+    with pytest.raises(WorkloadError, match="channels_per_group"):
+        get_spec("group_norm").resolve({**UPSTREAM["group_norm"], "C": 30})
+    small = get_spec("group_norm").scale_down(
+        get_spec("group_norm").resolve(UPSTREAM["group_norm"])[0]
+    )
+    assert small["C"] % 4 == 0 and small["C"] <= 32 and small["hidden"] <= 64
+
+
+def test_references_match_torch_in_float64():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 8, 5, dtype=torch.float64, generator=g)
+    w, b = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    want = torch.nn.functional.group_norm(x, 2, w, b, eps=1e-6)
+    assert torch.allclose(reference_group_norm(x, w, b, 2, 1e-6), want)
+    log_q = torch.randn(4, 9, dtype=torch.float64, generator=g).log_softmax(-1)
+    p = torch.randn(4, 9, dtype=torch.float64, generator=g).softmax(-1)
+    kl = torch.nn.functional.kl_div(log_q, p, reduction="batchmean")
+    assert torch.allclose(reference_kl_div(log_q, p), kl)
+    assert torch.allclose(reference_tvd(log_q.exp(), p), (log_q.exp() - p).abs().sum() / 8)
+    m = (log_q.exp() + p) / 2
+    js = (torch.nn.functional.kl_div(m.log(), p, reduction="sum")
+          + torch.nn.functional.kl_div(m.log(), log_q.exp(), reduction="sum")) / 2 / 4  # fmt: skip
+    assert torch.allclose(reference_jsd(log_q, p.log()), js)
+    assert float(reference_jsd(log_q, log_q)) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_sparsemax_reference_is_a_sparse_distribution():
+    z = torch.tensor([[1.0, 0.8, -1.0], [0.1, 0.1, 0.1]], dtype=torch.float64)
+    out = reference_sparsemax(z, -1)
+    assert torch.allclose(
+        out, torch.tensor([[0.6, 0.4, 0.0], [1 / 3, 1 / 3, 1 / 3]], dtype=out.dtype)
+    )
+    assert torch.allclose(reference_sparsemax(z.T, 0), out.T)
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+def test_torch_provider_matches_the_float64_reference(name):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, TORCH.get(name, "torch"), torch.device("cpu"), "0.6.0")
+    check = run_check(spec, impl, wl, torch.device("cpu"), "full", seed=7)
+    names = [c["name"] for c in check.checks]
+    assert check.passed, check.checks
+    assert names[0] in ("y", "loss") and "grad_x" in names
+    if name == "group_norm":
+        assert {"grad_weight", "grad_bias"} <= set(names)
+
+
+def _backward_calls(monkeypatch) -> list:
+    calls: list = []
+    original = torch.Tensor.backward
+
+    def spy(self, gradient=None, retain_graph=None, **kw):
+        calls.append(retain_graph)
+        return original(self, gradient, retain_graph=retain_graph, **kw)
+
+    monkeypatch.setattr(torch.Tensor, "backward", spy)
+    return calls
+
+
+def _closure(name, mode, *, memory=False):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, TORCH.get(name, "torch"), torch.device("cpu"), "0.6.0")
+    gen = torch.Generator().manual_seed(0)
+    if memory:
+        return protocol.memory_closure(spec, impl, wl, "cpu", gen, mode), None
+    return protocol.speed_closure(spec, impl, wl, "cpu", gen, mode)
+
+
+# (kernel, pass) -> (backward calls of two timed calls, grad_to_none is the input)
+SPEED = {
+    ("jsd", "forward"): ([], False),
+    ("kl_div", "backward"): ([True, True], True),
+    ("tvd", "full"): ([True, True], False),  # full keeps the graph and resets no gradient
+    ("group_norm", "forward"): ([], True),
+    ("group_norm", "backward"): ([True, True], True),
+    ("sparsemax", "full"): ([True, True], True),
+}
+
+
+@pytest.mark.parametrize("name,mode", sorted(SPEED))
+def test_speed_closures_as_upstream(monkeypatch, name, mode):
+    fn, g2n = _closure(name, mode)
+    calls = _backward_calls(monkeypatch)
+    fn()
+    fn()
+    want_calls, resets_input = SPEED[(name, mode)]
+    assert calls == want_calls
+    assert (g2n is not None and len(g2n) == 1) is resets_input
+    if name in ("jsd", "kl_div", "tvd") and g2n:
+        assert not g2n[0].is_leaf  # upstream's grad_to_none is the (log_)softmax, not the leaf
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+@pytest.mark.parametrize("mode", ["forward", "backward"])
+def test_memory_measures_full_whatever_the_pass(monkeypatch, name, mode):
+    fn, _ = _closure(name, mode, memory=True)
+    calls = _backward_calls(monkeypatch)
+    fn()
+    fn()
+    assert calls == [True, True]  # a fresh forward and a backward that keeps the graph, twice
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+@pytest.mark.parametrize("pass_", ["forward", "backward", "full"])
+@pytest.mark.parametrize("metric", ["latency", "memory"])
+def test_cpu_job_runs(name, pass_, metric):
+    provider = TORCH.get(name, "torch")
+    job = make_job(name, provider=provider, pass_=pass_, metric=metric,
+                   parameters=UPSTREAM[name], rep=5)  # fmt: skip
+    payload = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert payload["status"] == "ok", payload["error"]
+    assert payload["correctness"]["passed"]
+    assert payload["workload"]["resolved"] == get_spec(name).resolve(UPSTREAM[name])[0]
+    assert payload["workload"]["scaledDown"]
+    assert payload["measurement"]["unit"] == ("ms" if metric == "latency" else "MiB")
+
+
+def test_liger_is_unavailable_on_the_cpu():
+    job = make_job("jsd", provider="liger", parameters=UPSTREAM["jsd"])
+    assert run_job(job, force_cpu=True)["payload"]["status"] == "unavailable"

@@ -218,3 +218,37 @@ def test_cpu_job_runs(name, pass_, metric):
 def test_liger_is_unavailable_on_the_cpu():
     job = make_job("jsd", provider="liger", parameters=UPSTREAM["jsd"])
     assert run_job(job, force_cpu=True)["payload"]["status"] == "unavailable"
+
+
+def _issue_jobs_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "h200" / "issue_jobs.py"
+    module_spec = importlib.util.spec_from_file_location("issue_jobs", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_the_job_issuer_issues_every_row_and_the_runner_accepts_each(db):
+    import secrets
+    import uuid
+
+    from kirunner.runner import validate_job
+    from reruns.controlled import job_document
+    from reruns.models import RerunJob
+    from runs.services import ingest
+
+    ingest(source_slug="liger-kernel-ci", locations=[str(CSV.parent)])
+    issued = dict.fromkeys(UPSTREAM, 0)
+    for run in _issue_jobs_module().selected_all_h200():
+        if run.benchmark.slug not in UPSTREAM:
+            continue
+        job = RerunJob(run=run, gpu_class="h200", nonce=secrets.token_hex(16), uuid=uuid.uuid4())
+        checked = validate_job(job_document(job))
+        spec = get_spec(checked["benchmark"])
+        assert checked["provider"] in spec.providers
+        wl, unused = spec.resolve(checked["parameters"])
+        assert unused == {} and wl["dtype"] == "fp32"
+        issued[run.benchmark.slug] += 1
+    assert issued == ROWS

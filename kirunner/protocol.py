@@ -20,6 +20,9 @@ kernels, and the differences matter for what is timed (and allocated):
     forward + ``y.backward()``.
 ``scalar_loss_retain`` (jsd, kl_div, tvd)
     as scalar_loss, but full = forward + ``y.backward(retain_graph=True)``.
+``lm_head_loss`` (fused_linear_jsd)
+    as scalar_loss, but backward's grad_to_none also lists the weights named in the
+    implementation's ``grad_to_none_extra`` (the script resets the torch module's weights).
 ``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
     these scripts' bench_memory_* ignore the pass and always measure full (forward and
     backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``.
@@ -195,6 +198,14 @@ def _scalar_loss_retain(case: _Case, mode: str, *, for_memory: bool) -> tuple[Cl
     return full, None
 
 
+def _lm_head_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_fused_linear_jsd.py: scalar_loss whose backward also resets weights."""
+    fn, g2n = _scalar_loss(case, mode, for_memory=for_memory)
+    if mode == "backward":
+        g2n = [*g2n, *getattr(case.impl, "grad_to_none_extra", ())]
+    return fn, g2n
+
+
 def _always_full(style: Callable[..., tuple[Closure, list | None]]):
     """A memory recipe that measures full whatever pass the job names, as scripts whose
     bench_memory_* never read the mode do."""
@@ -215,6 +226,8 @@ _STYLES = {
     "scalar_loss_retain": _scalar_loss_retain,
     "fixed_dy_full": _always_full(_fixed_dy),
     "scalar_loss_retain_full": _always_full(_scalar_loss_retain),
+    "lm_head_loss": _lm_head_loss,
+    "lm_head_loss_full": _always_full(_lm_head_loss),
 }
 
 

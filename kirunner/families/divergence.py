@@ -35,8 +35,9 @@ from ..workload import Param
 JSD_BETA = 0.5  # LigerJSD's and TorchJSD's default, which the script keeps
 
 
-def torch_jsd():
-    """benchmark_jsd.py's TorchJSD (beta 0.5, no labels), same operations in the same order."""
+def torch_jsd(dtype=None):
+    """benchmark_jsd.py's TorchJSD (beta 0.5, no labels), same operations in the same order;
+    the loss is cast to `dtype` (float32 unless given, as the script's default)."""
     import torch
 
     class TorchJSD(torch.nn.Module):
@@ -44,7 +45,7 @@ def torch_jsd():
             super().__init__()
             self.kl = torch.nn.KLDivLoss(reduction="none", log_target=True)
             self.beta = JSD_BETA
-            self.dtype = torch.float
+            self.dtype = torch.float if dtype is None else dtype
 
         def forward(self, log_q, log_p):
             log_p, log_q = log_p.to(torch.float), log_q.to(torch.float)

@@ -25,7 +25,9 @@ kernels, and the differences matter for what is timed (and allocated):
     implementation's ``grad_to_none_extra`` (the script resets the torch module's weights).
 ``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
     these scripts' bench_memory_* ignore the pass and always measure full (forward and
-    backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``.
+    backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``; and
+    ``scalar_loss_full``, ``lm_head_loss_full`` (distill_*, fused_linear_jsd: backward frees
+    the graph).
 """
 
 from __future__ import annotations
@@ -226,6 +228,7 @@ _STYLES = {
     "scalar_loss_retain": _scalar_loss_retain,
     "fixed_dy_full": _always_full(_fixed_dy),
     "scalar_loss_retain_full": _always_full(_scalar_loss_retain),
+    "scalar_loss_full": _always_full(_scalar_loss),
     "lm_head_loss": _lm_head_loss,
     "lm_head_loss_full": _always_full(_lm_head_loss),
 }

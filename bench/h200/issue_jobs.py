@@ -10,8 +10,8 @@ Selections:
 - `all-h200` (default): the example page's llama4_rope workload (H100 rows of
   liger-kernel-bench, every pass and metric, liger and huggingface) and every row of the latest
   upstream CI run that has NVIDIA H200 rows, for every kernel, pass, metric and provider the
-  runner supports (1,068 rows at commit 02bac05, group_norm, jsd, kl_div, tvd, sparsemax
-  and fused_linear_jsd among them).
+  runner supports (1,124 rows at commit 02bac05, group_norm, jsd, kl_div, tvd, sparsemax,
+  fused_linear_jsd, distill_jsd_loss and distill_cosine_loss among them).
 - `first`: the 2026-11-29 batch: the example workload and, for rope, rms_norm and swiglu,
   one workload of that CI run.
 """

@@ -1,9 +1,11 @@
 """Kernels added one family per module, each mirroring its upstream benchmark script at
 Liger-Kernel commit 02bac05 (the commit of the H200 CI rows re-measured): softmax, dyt,
-group_norm, jsd/kl_div/tvd (divergence), sparsemax, fused_linear_jsd."""
+group_norm, jsd/kl_div/tvd (divergence), sparsemax, fused_linear_jsd,
+distill_jsd_loss/distill_cosine_loss (distill)."""
 
 from __future__ import annotations
 
+from .distill import SPECS as _DISTILL
 from .divergence import SPECS as _DIVERGENCE
 from .dyt import SPECS as _DYT
 from .fused_linear_jsd import SPECS as _FUSED_LINEAR_JSD
@@ -11,4 +13,12 @@ from .group_norm import SPECS as _GROUP_NORM
 from .softmax import SPECS as _SOFTMAX
 from .sparsemax import SPECS as _SPARSEMAX
 
-FAMILY_SPECS = (*_SOFTMAX, *_DYT, *_GROUP_NORM, *_DIVERGENCE, *_SPARSEMAX, *_FUSED_LINEAR_JSD)
+FAMILY_SPECS = (
+    *_SOFTMAX,
+    *_DYT,
+    *_GROUP_NORM,
+    *_DIVERGENCE,
+    *_SPARSEMAX,
+    *_FUSED_LINEAR_JSD,
+    *_DISTILL,
+)

@@ -1,4 +1,5 @@
-"""group_norm, jsd/kl_div/tvd, sparsemax and fused_linear_jsd (kirunner/families/): the H200 rows
+"""group_norm, jsd/kl_div/tvd, sparsemax, fused_linear_jsd and distill_jsd_loss/distill_cosine_loss
+(kirunner/families/): the H200 rows
 of Liger-Kernel 02bac05 resolve, the inputs and closures are built as the scripts build them,
 the torch providers agree with the float64 references (fused_linear_jsd's only in float32:
 its bf16 gradients do not, see docs/runner.md), and a CPU job of each runs end to end."""
@@ -41,12 +42,15 @@ UPSTREAM = {
 }
 TORCH = {"group_norm": "huggingface"}  # the provider that runs on the CPU
 FLJ = {"hidden": 4096, "V": 128256, "mode": "forward", "dtype": "bf16", "bt": 1024}
-COVERED = (*UPSTREAM, "fused_linear_jsd")  # every kernel this file holds fixtures for
+DISTILL = {**FLJ, "bias": False, "weight_hard_loss": 0.5, "weight_soft_loss": 0.5,
+           "ignore_index": -100}  # fmt: skip
+BF16 = {"fused_linear_jsd": FLJ, "distill_jsd_loss": DISTILL, "distill_cosine_loss": DISTILL}
+COVERED = (*UPSTREAM, *BF16)  # every kernel this file holds fixtures for
 REP = {"group_norm": 500, "sparsemax": 500, "jsd": 100, "kl_div": 100, "tvd": 100}
 ROWS = {"group_norm": 84, "jsd": 48, "kl_div": 48, "tvd": 48, "sparsemax": 48,
-        "fused_linear_jsd": 32}  # fmt: skip
-# The script's config carries "mode": "forward", which it never reads.
-UNUSED = {"fused_linear_jsd": {"mode": "forward"}}
+        "fused_linear_jsd": 32, "distill_jsd_loss": 32, "distill_cosine_loss": 24}  # fmt: skip
+# These scripts' configs carry "mode": "forward", which they never read.
+UNUSED = dict.fromkeys(BF16, {"mode": "forward"})
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_every_h200_row_resolves_with_no_parameter_left_over(h200_rows):
     first = {}
     for row in h200_rows:
         first.setdefault(row.benchmark, row.params)
-    assert first == {**UPSTREAM, "fused_linear_jsd": FLJ}
+    assert first == {**UPSTREAM, **BF16}
 
 
 @pytest.mark.parametrize("name", sorted(UPSTREAM))
@@ -256,7 +260,7 @@ def test_the_job_issuer_issues_every_row_and_the_runner_accepts_each(db):
         assert checked["provider"] in spec.providers
         wl, unused = spec.resolve(checked["parameters"])
         assert unused == UNUSED.get(run.benchmark.slug, {})
-        assert wl["dtype"] == ("bf16" if run.benchmark.slug == "fused_linear_jsd" else "fp32")
+        assert wl["dtype"] == ("bf16" if run.benchmark.slug in BF16 else "fp32")
         issued[run.benchmark.slug] += 1
     assert issued == ROWS
 
@@ -317,5 +321,78 @@ def test_fused_linear_jsd_cpu_job_runs(pass_, metric):
     payload = run_job(job, seed=1, force_cpu=True)["payload"]
     # Measured either way; the bf16 gradients fail the float64 check (status incorrect).
     assert payload["status"] == ("ok" if pass_ == "forward" else "incorrect"), payload["error"]
+    assert payload["workload"]["unusedParameters"] == {"mode": "forward"}
+    assert payload["measurement"]["unit"] == ("ms" if metric == "latency" else "MiB")
+
+
+# -- distill_jsd_loss, distill_cosine_loss ---------------------------------------------------
+def _distill(name, provider="torch"):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(DISTILL)[0])
+    return spec, wl, spec.build(wl, provider, torch.device("cpu"), "0.6.0")
+
+
+@pytest.mark.parametrize("name", ["distill_jsd_loss", "distill_cosine_loss"])
+def test_distill_builds_as_the_script(name):
+    spec, wl, impl = _distill(name)
+    assert spec.upstream_rep == 100 and set(spec.providers) == {"liger", "torch"}
+    raw = spec.make_inputs(wl, "cpu", torch.Generator().manual_seed(0))
+    half = wl["hidden"] // 2
+    assert raw["x"].shape == raw["x_other"].shape == (wl["bt"], half)  # both clones live
+    assert raw["teacher"].shape == (wl["bt"], wl["hidden"])
+    assert raw["target"].dtype == torch.long and 0 <= int(raw["target"].min())
+    assert int(raw["target"].max()) < wl["V"]
+    student = impl.module["student_lin"].weight
+    assert student.shape == (wl["V"], half) and impl.teacher_weight.shape == (wl["V"], wl["hidden"])
+    other_student, other_teacher = impl.other_head  # the other provider's head, live as upstream
+    assert other_student.weight.shape == student.shape and other_teacher.weight is not student
+
+
+def test_distill_cosine_providers_use_their_own_beta():
+    # HFCosineLoss defaults beta to 1.0; liger's cosine function passes 0.5.
+    assert _distill("distill_cosine_loss")[2].soft_beta == 1.0
+    assert _distill("distill_jsd_loss")[2].soft_beta == 0.5
+    spec, wl, impl = _distill("distill_cosine_loss")
+    raw = spec.make_inputs(wl, "cpu", torch.Generator().manual_seed(0))
+    (got,) = impl.forward(raw)
+    params = {"student_lin.weight": impl.module["student_lin"].weight.detach().double()}
+    views = {k: (v.double() if v.is_floating_point() else v) for k, v in raw.items()}
+    (want,) = spec.reference(views, params, wl, impl)
+    impl.soft_beta = 0.5
+    (half,) = spec.reference(views, params, wl, impl)
+    got, want, half = float(got.detach()), float(want), float(half)
+    # The soft term's weight is 0.5 and 1 - cos is about 1 for unrelated logits: beta 1.0 and
+    # 0.5 differ by about 0.25, far more than bf16 rounding moves the loss.
+    assert want - half > 0.1 and abs(got - want) < (want - half) / 4
+
+
+@pytest.mark.parametrize("name", ["distill_jsd_loss", "distill_cosine_loss"])
+def test_distill_torch_matches_float64_and_closures_as_upstream(monkeypatch, name):
+    spec, wl, impl = _distill(name)
+    check = run_check(spec, impl, wl, torch.device("cpu"), "full", seed=3)
+    assert check.passed and [c["name"] for c in check.checks] == [
+        "loss",
+        "grad_x",
+        "grad_student_lin.weight",
+    ]
+    gen = torch.Generator().manual_seed(0)
+    _, g2n = protocol.speed_closure(spec, impl, wl, "cpu", gen, "backward")
+    assert len(g2n) == 1
+    full, full_g2n = protocol.speed_closure(spec, impl, wl, "cpu", gen, "full")
+    memory = protocol.memory_closure(spec, impl, wl, "cpu", gen, "forward")
+    calls = _backward_calls(monkeypatch)
+    full()
+    memory()
+    assert full_g2n is None and calls == [None, None]  # both a forward and y.backward()
+
+
+@pytest.mark.parametrize("name", ["distill_jsd_loss", "distill_cosine_loss"])
+@pytest.mark.parametrize("pass_", ["forward", "backward", "full"])
+@pytest.mark.parametrize("metric", ["latency", "memory"])
+def test_distill_cpu_job_runs(name, pass_, metric):
+    job = make_job(name, provider="torch", pass_=pass_, metric=metric, parameters=DISTILL, rep=5)
+    payload = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert payload["status"] == "ok", payload["error"]
+    assert payload["correctness"]["passed"]
     assert payload["workload"]["unusedParameters"] == {"mode": "forward"}
     assert payload["measurement"]["unit"] == ("ms" if metric == "latency" else "MiB")

@@ -96,7 +96,8 @@ def assert_measured(result: dict, metric: str = "latency") -> None:
 
 
 def test_every_kernel_has_a_job_fixture() -> None:
-    # The family modules' kernels have their upstream fixtures in test_families.py.
+    # The family modules' kernels have their upstream fixtures in test_families.py and
+    # test_family_losses.py.
     from tests.runner.test_families import UPSTREAM
     from tests.runner.test_family_losses import COVERED
 

@@ -18,6 +18,16 @@ kernels, and the differences matter for what is timed (and allocated):
     forward and full pass no grad_to_none (x.grad accumulates, as upstream);
     backward = ``y.backward(retain_graph=True)`` with grad_to_none=[x]; full =
     forward + ``y.backward()``.
+``scalar_loss_retain`` (jsd, kl_div, tvd)
+    as scalar_loss, but full = forward + ``y.backward(retain_graph=True)``.
+``lm_head_loss`` (fused_linear_jsd)
+    as scalar_loss, but backward's grad_to_none also lists the weights named in the
+    implementation's ``grad_to_none_extra`` (the script resets the torch module's weights).
+``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
+    these scripts' bench_memory_* ignore the pass and always measure full (forward and
+    backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``; and
+    ``scalar_loss_full``, ``lm_head_loss_full`` (distill_*, fused_linear_jsd: backward frees
+    the graph).
 """
 
 from __future__ import annotations
@@ -178,6 +188,36 @@ def _ones_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list
     return full, [x]
 
 
+def _scalar_loss_retain(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_jsd/kl_div/tvd.py: scalar_loss whose full keeps the graph."""
+    if mode != "full":
+        return _scalar_loss(case, mode, for_memory=for_memory)
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(retain_graph=True)
+
+    return full, None
+
+
+def _lm_head_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_fused_linear_jsd.py: scalar_loss whose backward also resets weights."""
+    fn, g2n = _scalar_loss(case, mode, for_memory=for_memory)
+    if mode == "backward":
+        g2n = [*g2n, *getattr(case.impl, "grad_to_none_extra", ())]
+    return fn, g2n
+
+
+def _always_full(style: Callable[..., tuple[Closure, list | None]]):
+    """A memory recipe that measures full whatever pass the job names, as scripts whose
+    bench_memory_* never read the mode do."""
+
+    def build(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+        return style(case, "full", for_memory=for_memory)
+
+    return build
+
+
 _STYLES = {
     "autograd_grad": _autograd_grad,
     "fixed_dy": _fixed_dy,
@@ -185,6 +225,12 @@ _STYLES = {
     "scalar_loss": _scalar_loss,
     "fixed_dy_release": _fixed_dy_release,
     "ones_dy": _ones_dy,
+    "scalar_loss_retain": _scalar_loss_retain,
+    "fixed_dy_full": _always_full(_fixed_dy),
+    "scalar_loss_retain_full": _always_full(_scalar_loss_retain),
+    "scalar_loss_full": _always_full(_scalar_loss),
+    "lm_head_loss": _lm_head_loss,
+    "lm_head_loss_full": _always_full(_lm_head_loss),
 }
 
 

@@ -1,12 +1,29 @@
 """Kernels added one family per module, each mirroring its upstream benchmark script at
 Liger-Kernel commit 02bac05 (the commit of the H200 CI rows re-measured): softmax, dyt,
-fused_neighborhood_attention, multi_token_attention (with its sparse variant)."""
+fused_neighborhood_attention, multi_token_attention (with its sparse variant), group_norm,
+jsd/kl_div/tvd (divergence), sparsemax, fused_linear_jsd,
+distill_jsd_loss/distill_cosine_loss (distill)."""
 
 from __future__ import annotations
 
+from .distill import SPECS as _DISTILL
+from .divergence import SPECS as _DIVERGENCE
 from .dyt import SPECS as _DYT
+from .fused_linear_jsd import SPECS as _FUSED_LINEAR_JSD
+from .group_norm import SPECS as _GROUP_NORM
 from .multi_token_attention import SPECS as _MULTI_TOKEN_ATTENTION
 from .neighborhood_attention import SPECS as _NEIGHBORHOOD_ATTENTION
 from .softmax import SPECS as _SOFTMAX
+from .sparsemax import SPECS as _SPARSEMAX
 
-FAMILY_SPECS = (*_SOFTMAX, *_DYT, *_NEIGHBORHOOD_ATTENTION, *_MULTI_TOKEN_ATTENTION)
+FAMILY_SPECS = (
+    *_SOFTMAX,
+    *_DYT,
+    *_NEIGHBORHOOD_ATTENTION,
+    *_MULTI_TOKEN_ATTENTION,
+    *_GROUP_NORM,
+    *_DIVERGENCE,
+    *_SPARSEMAX,
+    *_FUSED_LINEAR_JSD,
+    *_DISTILL,
+)

@@ -97,11 +97,12 @@ def assert_measured(result: dict, metric: str = "latency") -> None:
 
 def test_every_kernel_has_a_job_fixture() -> None:
     # The family modules' kernels have their upstream fixtures in test_families.py and
-    # test_family_attention.py.
+    # test_family_attention.py and test_family_losses.py.
     from tests.runner.test_families import UPSTREAM
     from tests.runner.test_family_attention import UPSTREAM as ATTENTION
+    from tests.runner.test_family_losses import COVERED
 
-    assert set(JOB_KERNELS) | set(UPSTREAM) | set(ATTENTION) == set(KERNELS)
+    assert set(JOB_KERNELS) | set(UPSTREAM) | set(ATTENTION) | set(COVERED) == set(KERNELS)
 
 
 @pytest.mark.parametrize("benchmark", JOB_KERNELS)

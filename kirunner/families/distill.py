@@ -1,0 +1,229 @@
+"""distill_jsd_loss, distill_cosine_loss: benchmark/scripts/benchmark_distill_{jsd,cosine}_loss.py
+at Liger-Kernel 02bac05.
+
+The sweep is over BT (1024 to 8192); the fixed config is H 4096, V 128256, bfloat16, bias
+False, weight_hard_loss 0.5, weight_soft_loss 0.5, ignore_index -100 (its `"mode"` key is
+never read; the runner lists it as unused). Each script builds *both* heads whichever
+provider it times, each a student `Linear(H // 2, V)` and a teacher `Linear(H, V)` with
+their default (Kaiming-uniform) initialisation, so four weights are live in every
+measurement. Inputs: `_tensor = rand(BT, H // 2)` and two clones of it requiring grad (one
+per provider, both live), `teacher_input = rand(BT, H)`, `target = randint(0, V, (BT,))`.
+- `liger`: `LigerFusedLinearJSDFunction.apply` / `LigerFusedLinearCosineSimilarityFunction.apply`
+  (liger_kernel.chunked_loss) on (student, student weight, teacher, teacher weight, target,
+  None, None, 0.5, 0.5), the rest at its defaults (beta 0.5, temperature 1, compiled, chunk
+  size 1024);
+- `torch`: upstream's test-suite `HFJSDLoss` / `HFCosineLoss` (test/chunked_loss/, on
+  `HFDistillationLoss` of test/utils.py), re-implemented below with the same operations:
+  student logits `x @ W.t()` then `.float()`, teacher logits the same under no_grad,
+  `CrossEntropyLoss` as the hard loss, the soft loss `batchmean` JSD (beta 0.5) or the mean
+  of `beta * (1 - cosine_similarity(normalize(s), normalize(t)))` with beta **1.0**, while
+  liger's cosine function passes its own default beta **0.5**: the two cosine lines compute
+  different losses upstream, and each provider is checked against its own.
+Speed (rep 100): forward with no grad_to_none; backward `y.backward(retain_graph=True)` with
+grad_to_none the two student inputs; full a forward and `y.backward()` with no grad_to_none
+(style `scalar_loss`). The cosine script publishes forward and full only. Memory: full only,
+a forward and `y.backward()` (memory style `scalar_loss_full`).
+Adaptations, recorded in the result's notes: the linears are built on the device rather than
+initialised on the CPU and moved (same distribution); `HFCosineLoss` prints the logits' shape
+on every call, which is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..impls import load_liger
+from ..kernels import Impl, KernelSpec, _torch_info, torch_dtype
+from ..workload import Param, WorkloadError
+from .divergence import reference_jsd
+from .fused_linear_jsd import LMHeadImpl, _rand
+
+# kernel -> (liger module, liger function, torch soft-loss beta, liger soft-loss beta)
+_RECIPES = {
+    "distill_jsd_loss": ("jsd_loss", "LigerFusedLinearJSDFunction", 0.5, 0.5),
+    "distill_cosine_loss": (
+        "cosine_similarity_loss",
+        "LigerFusedLinearCosineSimilarityFunction",
+        1.0,
+        0.5,
+    ),
+}
+
+
+@dataclass
+class DistillImpl(LMHeadImpl):
+    other_head: Any = None  # the provider not timed: its weights are live upstream too
+    soft_beta: float = 0.5  # the beta this provider's soft loss uses
+
+
+_NOTES = ["linears built on the device, not initialised on the CPU and moved"]
+
+
+def _soft_jsd(student_logits, teacher_logits, beta):
+    """HFJSDLoss.distillation_loss for 0 < beta < 1."""
+    import torch.nn.functional as F
+
+    student_log_probs = F.log_softmax(student_logits, dim=-1)
+    teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
+    mean_probs = (1 - beta) * student_log_probs.exp() + beta * teacher_log_probs.exp()
+    log_mean_probs = mean_probs.log()
+    student_kl = F.kl_div(log_mean_probs, student_log_probs, reduction="batchmean", log_target=True)
+    teacher_kl = F.kl_div(log_mean_probs, teacher_log_probs, reduction="batchmean", log_target=True)
+    return beta * teacher_kl + (1 - beta) * student_kl
+
+
+def _soft_cosine(student_logits, teacher_logits, beta):
+    """HFCosineLoss.distillation_loss, less its print."""
+    import torch.nn.functional as F
+
+    student_norm = F.normalize(student_logits, p=2, dim=-1)
+    teacher_norm = F.normalize(teacher_logits, p=2, dim=-1)
+    cosine_sim = F.cosine_similarity(student_norm, teacher_norm, dim=-1)
+    return (beta * (1 - cosine_sim)).mean()
+
+
+def hf_distillation_loss(name, wl):
+    """HFDistillationLoss.get_batch_loss_metrics with the script's weights, temperature 1."""
+    import torch
+
+    soft = _soft_jsd if name == "distill_jsd_loss" else _soft_cosine
+    beta, ignore = _RECIPES[name][2], wl["ignore_index"]
+
+    def loss(student_input, student_weight, teacher_input, teacher_weight, target):
+        student_logits = (
+            student_input.view(-1, student_input.shape[1]) @ student_weight.t()
+        ).float()
+        with torch.no_grad():
+            teacher_logits = (
+                teacher_input.view(-1, teacher_input.shape[1]) @ teacher_weight.t()
+            ).float()
+        if torch.all(target == ignore):  # a host sync per call, as upstream
+            return torch.tensor(0.0)
+        hard = torch.nn.CrossEntropyLoss(ignore_index=ignore)(student_logits, target.view(-1))
+        student_logits /= 1.0
+        teacher_logits /= 1.0
+        return wl["weight_hard_loss"] * hard + wl["weight_soft_loss"] * soft(
+            student_logits, teacher_logits, beta
+        )
+
+    return loss
+
+
+def _head(wl, device):
+    import torch
+
+    h, v, dtype = wl["hidden"], wl["V"], torch_dtype(wl["dtype"])
+    student = torch.nn.Linear(h // 2, v, bias=False, dtype=dtype, device=device)
+    teacher = torch.nn.Linear(h, v, bias=False, dtype=dtype, device=device)
+    return student, teacher
+
+
+@dataclass(frozen=True)
+class DistillSpec(KernelSpec):
+    def validate(self, wl):
+        if wl["bias"]:
+            raise WorkloadError(f"{self.name}: bias=True is not reproduced (upstream runs False)")
+        if wl["hidden"] % 2:
+            raise WorkloadError(f"{self.name}: hidden must be even (the student has hidden / 2)")
+
+    def make_inputs(self, wl, device, gen):
+        import torch
+
+        dtype = torch_dtype(wl["dtype"])
+        x = _rand((wl["bt"], wl["hidden"] // 2), dtype, device, gen)
+        teacher = _rand((wl["bt"], wl["hidden"]), dtype, device, gen)
+        target = torch.randint(0, wl["V"], (wl["bt"],), device=device, generator=gen)
+        # The other provider's clone of the student input stays live, as upstream's does.
+        return {"x": x, "x_other": x.detach().clone(), "teacher": teacher, "target": target}
+
+    def build(self, wl, provider, device, revision):
+        import torch
+
+        module_name, function, torch_beta, liger_beta = _RECIPES[self.name]
+        student, teacher = _head(wl, device)
+        other = _head(wl, device)
+        if provider == "torch":
+            loss = hf_distillation_loss(self.name, wl)
+            what = "HFJSDLoss" if self.name == "distill_jsd_loss" else "HFCosineLoss"
+            notes = list(_NOTES)
+            if self.name == "distill_cosine_loss":
+                notes.append("HFCosineLoss's print of the logits' shape per call left out")
+            info = _torch_info(f"{what} of Liger-Kernel test/chunked_loss at 02bac05", notes)
+        else:
+            mod, info = load_liger(
+                f"liger_kernel.chunked_loss.{module_name}",
+                revision,
+                device_type=torch.device(device).type,
+            )
+            info.notes.extend(_NOTES)
+            apply = getattr(mod, function).apply
+
+            def loss(xs, ws, xt, wt, target):
+                return apply(
+                    xs,
+                    ws,
+                    xt,
+                    wt,
+                    target,
+                    None,
+                    None,
+                    wl["weight_hard_loss"],
+                    wl["weight_soft_loss"],
+                )
+
+        def fwd(v):
+            return (loss(v["x"], student.weight, v["teacher"], teacher.weight, v["target"]),)
+
+        return DistillImpl(
+            fwd,
+            info,
+            module=torch.nn.ModuleDict({"student_lin": student}),  # no teacher gradient upstream
+            teacher_weight=teacher.weight,
+            other_head=other,
+            soft_beta=torch_beta if provider == "torch" else liger_beta,
+        )
+
+    def reference(self, views, params, wl, impl: Impl):
+        import torch
+
+        ws = params["student_lin.weight"]
+        wt = impl.teacher_weight.detach().to(torch.float64)
+        s = views["x"] @ ws.t()
+        t = views["teacher"].to(torch.float64) @ wt.t()
+        hard = torch.nn.functional.cross_entropy(
+            s, views["target"], ignore_index=wl["ignore_index"]
+        )
+        if self.name == "distill_jsd_loss":
+            soft = reference_jsd(s.log_softmax(-1), t.log_softmax(-1), 0.5)
+        else:
+            cos = (s * t).sum(-1) / (s.norm(dim=-1) * t.norm(dim=-1))
+            soft = (impl.soft_beta * (1 - cos)).mean()
+        return (wl["weight_hard_loss"] * hard + wl["weight_soft_loss"] * soft,)
+
+
+def _spec(name: str) -> DistillSpec:
+    return DistillSpec(
+        name=name,
+        script=f"benchmark/scripts/benchmark_{name}.py",
+        providers=("liger", "torch"),
+        upstream_rep=100,
+        style="scalar_loss",
+        memory_style="scalar_loss_full",
+        params=(
+            Param("bt", ("BT",), help="rows of the inputs (the swept x)"),
+            Param("hidden", ("H", "hidden_size"), help="the teacher's; the student's is half"),
+            Param("V", ("vocab", "vocab_size")),
+            Param("dtype", kind="dtype"),
+            Param("bias", kind="bool", default=False, required=False),
+            Param("weight_hard_loss", kind="float", default=0.5, required=False),
+            Param("weight_soft_loss", kind="float", default=0.5, required=False),
+            Param("ignore_index", kind="sint", default=-100, required=False),
+        ),
+        inputs=("x",),
+        outputs=("loss",),
+        small_caps={"bt": 16, "hidden": 64, "V": 512},
+    )
+
+
+SPECS = tuple(_spec(name) for name in _RECIPES)

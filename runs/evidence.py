@@ -1,9 +1,9 @@
 """The one service that changes Run.evidence.
 
 Evidence levels move only on a verified controlled rerun (PRODUCT.md, "Evidence levels").
-Everything that writes the `evidence` column lives in this module: the level a controlled run
-is created with, and every move of an original run's level, each written with its
-EvidenceEvent in the same transaction. tests/test_evidence.py scans the code base for any
+Everything that writes the `evidence` column past a new run's `reported` lives in this module,
+in one call per verified result (evidence_apply): the level of the controlled run the result
+became, and the move of the original run's level with its EvidenceEvent, in one transaction. tests/test_evidence.py scans the code base for any
 other writer, and tries the admin.
 
 The rule, given a verified controlled result for a run (docs/evidence.md has the table):
@@ -353,8 +353,10 @@ def evidence_apply(
     """Move `run` to the level `outcome` implies and append the EvidenceEvent that says why.
 
     `controlled_run` is the run of source kernelindex the result became (None for a CPU
-    result, which is kept as a check but is no GPU measurement). Every application writes an
-    event, also when the level stays, so the page can show each rerun's verdict.
+    result, which is kept as a check but is no GPU measurement), created at `reported` by the
+    pipeline in the caller's transaction as every new run is: it gets its own level,
+    `controlled`, here, with the verdict it carries. Every application writes an event, also
+    when the level stays, so the page can show each rerun's verdict.
     """
     if outcome.level not in (
         Evidence.CHECKED,
@@ -365,7 +367,11 @@ def evidence_apply(
         raise ValueError(f"{outcome.level!r} is not a controlled-rerun outcome")
     if run.source.slug == "kernelindex":
         raise ValueError("a controlled run's own level is `controlled` and does not move")
+    if controlled_run is not None and controlled_run.source.slug != "kernelindex":
+        raise ValueError(f"run {controlled_run.public_id} is no controlled run")
     with transaction.atomic():
+        if controlled_run is not None:
+            _controlled_level(controlled_run)
         # Lock the row: two results for the same run recorded at once must not both read the
         # same `from` level.
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -391,7 +397,7 @@ def evidence_apply(
     return event
 
 
-def controlled_run_create(**fields) -> Run:
-    """Create a run that KernelIndex measured itself: its level is `controlled`, always."""
-    fields.pop("evidence", None)
-    return Run.objects.create(**fields, evidence=Evidence.CONTROLLED)
+def _controlled_level(controlled_run: Run) -> None:
+    """A controlled run's first and only level, written once: with the verdict it carries."""
+    Run.objects.filter(pk=controlled_run.pk).update(evidence=Evidence.CONTROLLED)
+    controlled_run.evidence = Evidence.CONTROLLED

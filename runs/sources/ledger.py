@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from runs.models import ImportRecord, Run, Source
+from runs.models import ImportRecord, Source
 from runs.sources.base import InputFile
 
 
@@ -20,9 +20,6 @@ class IngestReport:
     unchanged: int
     # [public id, revision] of every run this file revised, for the ledger.
     revised_ids: list[list] = field(default_factory=list, repr=False)
-    # The runs created, as model instances: only for controlled runs (one a call). An upstream
-    # file's runs are streamed to the database and not kept, so memory stays flat in rows.
-    runs: list[Run] = field(default_factory=list, repr=False)
 
     def __str__(self) -> str:
         return (

@@ -121,3 +121,14 @@ def test_the_pipeline_knows_nothing_of_evidence_or_controlled_runs():
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             assert "controlled" not in [a.arg for a in node.args.kwonlyargs], node.name
+
+
+def test_only_a_run_of_the_kernelindex_source_can_be_made_controlled(run):
+    """The level `controlled` goes to the run a verified result became, never to another."""
+    other = RunFactory()
+    with pytest.raises(ValueError, match="no controlled run"):
+        evidence.evidence_apply(
+            run=run, controlled_run=other, outcome=evidence.Outcome("checked"), cause="c"
+        )
+    other.refresh_from_db()
+    assert other.evidence == Evidence.REPORTED and not EvidenceEvent.objects.exists()

@@ -17,7 +17,6 @@ SKIP = {".venv", "bench", "migrations", "tests", "node_modules"}
 # power windows and the few-samples rule.
 KNOWN_LONGER = {
     "kirunner/runner.py:_run": 184,
-    "runs/evidence.py:outcome_decide": 137,
     "runs/read/freshness.py:public_page": 91,
     "runs/read/freshness.py:wrapper": 79,
     "kirunner/check.py:run_check": 69,

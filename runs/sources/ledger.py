@@ -1,5 +1,6 @@
-"""The upstream ledger: one append-only entry per fetch of an upstream file, and the report
-of what that file changed, which the pipeline fills in and the entry records."""
+"""The upstream ledger: one append-only entry per fetch of an upstream file (a verified
+controlled result counts as one of the source `kernelindex`), and the report of what that
+file changed, which the pipeline fills in and the entry records."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def _progress(step: str) -> None:
     print(f"kirunner: {step}", file=sys.stderr, flush=True)
 
 
-def _cmd_run(argv: list[str]) -> int:
+def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kirunner run",
         description="Re-measure one benchmark run: correctness check, then the measurement, "
@@ -118,8 +118,30 @@ def _cmd_run(argv: list[str]) -> int:
         default=None,
         help="seed for the random inputs (default: random, recorded)",
     )
-    args = p.parse_args(argv)
+    return p
 
+
+def _signing_key(job: Any) -> tuple[str, bytes] | None:
+    """The worker key to sign `job`'s result with, or None (said why on stderr): a self-run
+    job is never signed, and a missing key fails before minutes are spent on the run."""
+    from .runner import is_self_run
+
+    if is_self_run(job):
+        print(
+            "kirunner: a self-run job is never signed with a worker key: upload its "
+            "result as a measured reproduction",
+            file=sys.stderr,
+        )
+        return None
+    try:
+        return key_from_env()
+    except SigningError as exc:
+        print(f"kirunner: {exc}", file=sys.stderr)
+        return None
+
+
+def _cmd_run(argv: list[str]) -> int:
+    args = _run_parser().parse_args(argv)
     try:
         job = _read_json(args.job)
     except (OSError, json.JSONDecodeError) as exc:
@@ -130,17 +152,8 @@ def _cmd_run(argv: list[str]) -> int:
 
     key = None
     if args.sign:
-        if is_self_run(job):
-            print(
-                "kirunner: a self-run job is never signed with a worker key: upload its "
-                "result as a measured reproduction",
-                file=sys.stderr,
-            )
-            return 3
-        try:
-            key = key_from_env()  # fail before spending minutes on a run we cannot sign
-        except SigningError as exc:
-            print(f"kirunner: {exc}", file=sys.stderr)
+        key = _signing_key(job)
+        if key is None:
             return 3
 
     _progress(f"{__version__} running {args.job}")

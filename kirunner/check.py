@@ -115,36 +115,80 @@ def run_check(
     raw = spec.make_inputs(wl, device, gen)
     want_grads = mode in ("backward", "full")
     params = dict(impl.module.named_parameters()) if impl.module is not None else {}
+    got = _implementation_side(spec, impl, raw, params, want_grads, gen)
+    ref_wrt, ref_outs = _reference_side(spec, impl, raw, params, wl, want_grads)
 
-    # -- implementation, on clones --------------------------------------------------------
+    checks = [
+        _compare(name, got_out, want, tol)
+        for name, got_out, want in zip(spec.outputs, got.outs, ref_outs, strict=True)
+    ]
+    if want_grads:
+        ref_grads = torch.autograd.grad(
+            ref_outs,
+            ref_wrt,
+            grad_outputs=[None if d is None else d.to(torch.float64) for d in got.dys],
+            allow_unused=True,
+        )
+        for i, (name, got_grad, want) in enumerate(
+            zip(got.wrt_names, got.grads, ref_grads, strict=True)
+        ):
+            if want is None:
+                want = torch.zeros_like(ref_wrt[i])
+            checks.append(_compare(name, got_grad, want, tol))
+    return CheckResult(passed=all(c["passed"] for c in checks), checks=checks, seed=seed)
+
+
+@dataclass
+class _Got:
+    """What the implementation gave, detached: outputs, the output gradients it was handed,
+    and the gradients it returned (named grad_<input> / grad_<parameter>)."""
+
+    outs: list
+    dys: list
+    grads: list
+    wrt_names: list[str]
+
+
+def _implementation_side(
+    spec: KernelSpec, impl: Impl, raw: dict, params: dict, want_grads: bool, gen: Any
+) -> _Got:
+    """Run the implementation on clones of the inputs (the reference needs them untouched);
+    its graph and inputs are freed on return, before the float64 reference allocates."""
+    import torch
+
     leaves = {n: t.clone() for n, t in raw.items()}
     for n in spec.inputs:
         leaves[n].requires_grad_(True)
     views = spec.views(leaves)
     outs = impl.forward(views)
-    got_outs = [o.detach().clone() for o in outs]
-    dys: list[torch.Tensor | None] = []
-    got_grads: list[torch.Tensor | None] = []
-    wrt_names: list[str] = []
-    if want_grads:
-        # Same dtype as the output: the reference then sees exactly the values the
-        # implementation was given, with no rounding in between.
-        dys = [None if o.dim() == 0 else torch.empty_like(o).normal_(generator=gen) for o in outs]
-        wrt = [views[n] for n in spec.inputs] + list(params.values())
-        wrt_names = [f"grad_{n}" for n in spec.inputs] + [f"grad_{p}" for p in params]
-        for p in params.values():
-            p.grad = None
-        got_grads = list(
-            torch.autograd.grad(
-                outs,
-                wrt,
-                grad_outputs=[None if d is None else d.clone() for d in dys],
-                allow_unused=True,
-            )
+    got = _Got([o.detach().clone() for o in outs], [], [], [])
+    if not want_grads:
+        return got
+    # Same dtype as the output: the reference then sees exactly the values the
+    # implementation was given, with no rounding in between.
+    got.dys = [None if o.dim() == 0 else torch.empty_like(o).normal_(generator=gen) for o in outs]
+    wrt = [views[n] for n in spec.inputs] + list(params.values())
+    got.wrt_names = [f"grad_{n}" for n in spec.inputs] + [f"grad_{p}" for p in params]
+    for p in params.values():
+        p.grad = None
+    got.grads = list(
+        torch.autograd.grad(
+            outs,
+            wrt,
+            grad_outputs=[None if d is None else d.clone() for d in got.dys],
+            allow_unused=True,
         )
-    del outs, views, leaves
+    )
+    return got
 
-    # -- reference, float64, from the untouched originals ---------------------------------
+
+def _reference_side(
+    spec: KernelSpec, impl: Impl, raw: dict, params: dict, wl: dict[str, Any], want_grads: bool
+) -> tuple[list, Any]:
+    """The reference in float64 from the untouched originals: (the tensors its gradients are
+    taken with respect to, in the implementation's order, and its outputs)."""
+    import torch
+
     ref_leaves = {
         n: (t.detach().to(torch.float64) if t.is_floating_point() else t) for n, t in raw.items()
     }
@@ -155,21 +199,5 @@ def run_check(
         n: p.detach().to(torch.float64).requires_grad_(want_grads) for n, p in params.items()
     }
     ref_outs = spec.reference(ref_views, ref_params, wl, impl)
-
-    checks = [
-        _compare(name, got, want, tol)
-        for name, got, want in zip(spec.outputs, got_outs, ref_outs, strict=True)
-    ]
-    if want_grads:
-        ref_wrt = [ref_views[n] for n in spec.inputs] + list(ref_params.values())
-        ref_grads = torch.autograd.grad(
-            ref_outs,
-            ref_wrt,
-            grad_outputs=[None if d is None else d.to(torch.float64) for d in dys],
-            allow_unused=True,
-        )
-        for name, got, want in zip(wrt_names, got_grads, ref_grads, strict=True):
-            if want is None:
-                want = torch.zeros_like(ref_wrt[wrt_names.index(name)])
-            checks.append(_compare(name, got, want, tol))
-    return CheckResult(passed=all(c["passed"] for c in checks), checks=checks, seed=seed)
+    ref_wrt = [ref_views[n] for n in spec.inputs] + list(ref_params.values())
+    return ref_wrt, ref_outs

@@ -69,7 +69,55 @@ SELF_RUN_JOB = {
 }
 
 
+ENVIRONMENT = {
+    "type": "object",
+    "properties": {
+        "gpuName": {"type": ["string", "null"], "maxLength": 200},
+        "allocatedAtStartBytes": {"type": "integer", "minimum": 0},
+    },
+}
+# What the evidence rule reads of a measurement (runs/evidence.py); the rest is kept as sent.
+MEASUREMENT = {
+    "type": ["object", "null"],
+    "properties": {
+        "median": NUMBER,
+        "p20": NUMBER,
+        "p80": NUMBER,
+        "unit": {"enum": ["ms", "us", "ns", "MiB", "B"]},
+        "details": {
+            "type": "object",
+            "properties": {"baselineBytes": {"type": "integer", "minimum": 0}},
+        },
+        "power": {
+            "type": "object",
+            "properties": {"doBench": POWER_WINDOW, "deviceTime": POWER_WINDOW},
+        },
+        "diagnostics": {
+            "type": "object",
+            "properties": {
+                "hostEnqueue": TIMING,
+                "flush": TIMING,
+                "device": TIMING,
+                "clocks": {"type": ["object", "null"]},
+            },
+        },
+    },
+}
+# A result that says it measured must carry the measurement the rule compares.
+MEASURED_CARRIES = {
+    "if": {"properties": {"status": {"enum": ["ok", "incorrect"]}}},
+    "then": {
+        "required": ["correctness", "measurement"],
+        "properties": {
+            "correctness": {"type": "object", "required": ["passed"]},
+            "measurement": {"type": "object", "required": ["median", "unit"]},
+        },
+    },
+}
+
+
 def _payload(job: dict) -> dict:
+    """The payload's schema, around the job block of a controlled job or of a self-run."""
     return {
         "type": "object",
         "required": ["job", "run", "status", "device", "finishedAt"],
@@ -85,54 +133,15 @@ def _payload(job: dict) -> dict:
             "error": {"type": ["string", "null"]},
             "startedAt": {"type": ["string", "null"], "maxLength": 40},
             "finishedAt": {"type": "string", "maxLength": 40},
-            "environment": {
-                "type": "object",
-                "properties": {
-                    "gpuName": {"type": ["string", "null"], "maxLength": 200},
-                    "allocatedAtStartBytes": {"type": "integer", "minimum": 0},
-                },
-            },
+            "environment": ENVIRONMENT,
             "implementation": {"type": ["object", "null"]},
             "correctness": {
                 "type": ["object", "null"],
                 "properties": {"passed": {"type": "boolean"}},
             },
-            "measurement": {
-                "type": ["object", "null"],
-                "properties": {
-                    "median": NUMBER,
-                    "p20": NUMBER,
-                    "p80": NUMBER,
-                    "unit": {"enum": ["ms", "us", "ns", "MiB", "B"]},
-                    "details": {
-                        "type": "object",
-                        "properties": {"baselineBytes": {"type": "integer", "minimum": 0}},
-                    },
-                    "power": {
-                        "type": "object",
-                        "properties": {"doBench": POWER_WINDOW, "deviceTime": POWER_WINDOW},
-                    },
-                    "diagnostics": {
-                        "type": "object",
-                        "properties": {
-                            "hostEnqueue": TIMING,
-                            "flush": TIMING,
-                            "device": TIMING,
-                            "clocks": {"type": ["object", "null"]},
-                        },
-                    },
-                },
-            },
+            "measurement": MEASUREMENT,
         },
-        # A result that says it measured must carry the measurement the rule compares.
-        "if": {"properties": {"status": {"enum": ["ok", "incorrect"]}}},
-        "then": {
-            "required": ["correctness", "measurement"],
-            "properties": {
-                "correctness": {"type": "object", "required": ["passed"]},
-                "measurement": {"type": "object", "required": ["median", "unit"]},
-            },
-        },
+        **MEASURED_CARRIES,
     }
 
 

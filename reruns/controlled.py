@@ -1,20 +1,21 @@
 """The source `kernelindex`: the job file a runner reads, and the record a verified GPU
-result becomes. Like every source it only builds a record; runs.sources.pipeline writes it
-(documents, comparison group, public id, rank) as it writes every upstream row.
+result becomes. Like every source it only builds records; they go in through the door of
+every upstream file (runs.services.ingest_records: record checks, documents, comparison
+group, public id, rank, ledger entry).
 """
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
+from kirunner.canonical import canonicalize
 from runs.evidence import UNIT_SCALE
 from runs.manifest import documents
 from runs.manifest.canonical import API_VERSION
 from runs.models import Run
 from runs.reference import catalogue
+from runs.services import ingest_records
 from runs.sources.base import Doc, InputFile, Measurement, Record
-from runs.sources.pipeline import publication_ensure, records_write, source_ensure
 
 API = API_VERSION
 SOURCE = {
@@ -122,64 +123,62 @@ def _value(measurement: dict, key: str, scale: float) -> int | None:
     return None
 
 
-def controlled_record(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Record:
-    """The record of a verified GPU result: the rerun measured the original run's cell."""
-    original: Run = job.run
-    measurement = payload.get("measurement") or {}
-    environment = payload.get("environment") or {}
+def _figures(measurement: dict) -> dict:
+    """A result's measurement as a record's figures: the median in the run's integer unit, its
+    quantiles, and the runner's own numbers verbatim."""
     unit = measurement.get("unit")
     if unit not in UNIT_SCALE or not isinstance(measurement.get("median"), int | float):
         raise ValueError(f"the result has no median with a known unit (unit {unit!r})")
     scale = UNIT_SCALE[unit]
-    timer = str(measurement.get("timer") or "unknown")
-    finished = parse_datetime(payload["finishedAt"])
-    software = software_of(environment)
-    params, workload = _workload(original, (payload.get("workload") or {}).get("ran"))
-    passed = bool((payload.get("correctness") or {}).get("passed"))
-    external_id = f"rerun/{job.uuid}"
     metric_key = "ms" if unit == "ms" else unit.lower()
-    labels = {"rerun_of": original.public_id, "gpu_class": job.gpu_class}
-    if software.get("liger_kernel"):
-        labels["liger_version"] = software["liger_kernel"]
-    return Record(
-        line=0,
-        external_id=external_id,
-        benchmark=original.benchmark.slug,
-        timed_pass=original.timed_pass,
-        metric=original.metric,
-        unit="ns" if original.metric == "latency" else "B",
-        value=_value(measurement, "median", scale),
-        statistic="median",
-        measurements=[
+    return {
+        "value": _value(measurement, "median", scale),
+        "statistic": "median",
+        "measurements": [
             Measurement("p20", _value(measurement, "p20", scale)),
             Measurement("p80", _value(measurement, "p80", scale)),
         ],
-        source_metrics={
+        "source_metrics": {
             f"{metric_key}_20": measurement.get("p20"),
             f"{metric_key}_50": measurement.get("median"),
             f"{metric_key}_80": measurement.get("p80"),
         },
-        params=params,
-        workload=workload,
-        provider=original.implementation.provider_key,
-        revision=str((payload.get("implementation") or {}).get("usedRevision") or "unknown"),
-        protocol=Doc(
-            ("controlled", original.timed_pass, original.metric, timer),
-            lambda: documents.controlled_protocol_spec(original.timed_pass, original.metric, timer),
+    }
+
+
+def _setting(original: Run, payload: dict, gpu_spec: catalogue.GpuSpec) -> dict:
+    """What the result was measured under: the timing protocol, the GPU and its software."""
+    timer = str((payload.get("measurement") or {}).get("timer") or "unknown")
+    software = software_of(payload.get("environment") or {})
+    timed_pass, metric = original.timed_pass, original.metric
+    return {
+        "protocol": Doc(
+            ("controlled", timed_pass, metric, timer),
+            lambda: documents.controlled_protocol_spec(timed_pass, metric, timer),
         ),
-        gpu_name=gpu_spec.upstream_name,
-        environment=Doc(
+        "gpu_name": gpu_spec.upstream_name,
+        "environment": Doc(
             ("controlled", gpu_spec.upstream_name, repr(sorted(software.items()))),
             lambda: documents.controlled_environment_spec(gpu_spec, software),
         ),
-        observed_at=finished,
-        name=f"kernelindex-rerun-{original.public_id}-{str(job.uuid)[:8]}",
-        title=f"{original.title} · controlled rerun on {gpu_spec.upstream_name}",
-        labels=labels,
-        sweep_name=original.sweep_name,
-        sweep_value=original.sweep_value,
-        status="passed" if passed else "failed",
-        extra_spec={
+        "revision": str((payload.get("implementation") or {}).get("usedRevision") or "unknown"),
+    }
+
+
+def _identity(job, payload: dict, gpu_spec: catalogue.GpuSpec) -> dict:
+    """The controlled run's names: its identity in the source, its labels, and the job it
+    answers (in its spec, so the digest covers which job and which original it measured)."""
+    original: Run = job.run
+    software = software_of(payload.get("environment") or {})
+    labels = {"rerun_of": original.public_id, "gpu_class": job.gpu_class}
+    if software.get("liger_kernel"):
+        labels["liger_version"] = software["liger_kernel"]
+    return {
+        "external_id": f"rerun/{job.uuid}",
+        "name": f"kernelindex-rerun-{original.public_id}-{str(job.uuid)[:8]}",
+        "title": f"{original.title} · controlled rerun on {gpu_spec.upstream_name}",
+        "labels": labels,
+        "extra_spec": {
             "controlledRerun": {
                 "job": str(job.uuid),
                 "of": {"publicId": original.public_id, "digest": original.digest},
@@ -187,27 +186,55 @@ def controlled_record(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Rec
                 "device": payload.get("device"),
             }
         },
+    }
+
+
+def controlled_record(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Record:
+    """The record of a verified GPU result: the rerun measured the original run's cell."""
+    original: Run = job.run
+    params, workload = _workload(original, (payload.get("workload") or {}).get("ran"))
+    passed = bool((payload.get("correctness") or {}).get("passed"))
+    return Record(
+        line=0,
+        benchmark=original.benchmark.slug,
+        timed_pass=original.timed_pass,
+        metric=original.metric,
+        unit="ns" if original.metric == "latency" else "B",
+        **_figures(payload.get("measurement") or {}),
+        params=params,
+        workload=workload,
+        provider=original.implementation.provider_key,
+        **_setting(original, payload, gpu_spec),
+        observed_at=parse_datetime(payload["finishedAt"]),
+        sweep_name=original.sweep_name,
+        sweep_value=original.sweep_value,
+        status="passed" if passed else "failed",
+        **_identity(job, payload, gpu_spec),
     )
 
 
 def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Run:
-    """Write the controlled run of a verified GPU result through the ingest pipeline. Called
-    inside result_record's transaction; every document is get-or-create by digest."""
+    """Import the record of a verified GPU result through the door every upstream file goes
+    through (runs.services.ingest_records): the record checks, the write and its ranking, and
+    a ledger entry of the source `kernelindex`, the fetched bytes being the signed payload's.
+    Called inside result_record's transaction; a record the checks refuse raises IngestError
+    before anything is written. The run is created at `reported`, as every new run is;
+    runs.evidence.evidence_apply then gives it its level with the verdict it carries."""
     record = controlled_record(job=job, payload=payload, gpu_spec=gpu_spec)
-    with transaction.atomic():
-        source = source_ensure(
-            SOURCE["slug"],
-            # No homepage: this site is the source, and a stored origin would be the origin of
-            # whichever machine recorded the first rerun.
-            {"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
-        )  # fmt: skip
+    item = InputFile(
+        location=record.external_id,
+        data=canonicalize(payload),
         # One publication per GPU class and day: the reruns measured together are ranked
         # together (liger beside huggingface on the same H200), as an upstream suite run is.
-        publication = publication_ensure(
-            source=source,
-            item=InputFile("", b"", f"{job.gpu_class}-{record.observed_at:%Y-%m-%d}"),
-        )
-        report = records_write(
-            source=source, publication=publication, records=[record], controlled=True
-        )
-    return report.runs[0]
+        publication=f"{job.gpu_class}-{record.observed_at:%Y-%m-%d}",
+    )
+    ingest_records(
+        source_slug=SOURCE["slug"],
+        # No homepage: this site is the source, and a stored origin would be the origin of
+        # whichever machine recorded the first rerun.
+        source_meta={"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
+        item=item,
+        records=[record],
+        trigger="rerun",
+    )
+    return Run.objects.current_of(source_slug=SOURCE["slug"], external_id=record.external_id)

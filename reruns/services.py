@@ -37,6 +37,7 @@ from reruns.result_schema import result_problem
 from runs.evidence import NoVerdict, evidence_apply, outcome_decide
 from runs.models import Run
 from runs.reference import catalogue, plausibility
+from runs.sources.base import IngestError
 
 log = logging.getLogger(__name__)
 
@@ -339,11 +340,42 @@ def result_record(
        RERUN_RESULT_MAX_AGE of it, and not in the future.
     4. Sane figures (kirunner.sanity): every figure of a measured result finite, positive, in
        order, within its ceilings and not below the cell's plausibility floor on that GPU.
-    5. In one transaction, with the job row locked: the controlled run (GPU results), the
-       receipt, the evidence move on the original run, and the job's final state.
+    5. In one transaction, with the job row locked: the controlled run (GPU results, through
+       the ingest door and its record checks), the receipt, the evidence move on the original
+       run, and the job's final state.
 
     `keys` replaces the configured KERNELINDEX_WORKER_KEYS (load-demo passes the demo key).
     """
+    payload, context = _well_formed(envelope, via)
+    _signed(envelope, keys, context)
+    job = _job_of(payload, context)
+    gpu_spec = _gpu_of(payload, context)
+    insane = _insane(job, payload, gpu_spec)
+    if insane:
+        raise _reject(RejectReason.IMPLAUSIBLE, insane, **context)
+    try:
+        with transaction.atomic():
+            locked = RerunJob.objects.select_for_update().get(pk=job.pk)
+            if locked.is_finished:
+                raise IntegrityError("finished meanwhile")
+            return _record(locked, payload, envelope["signature"], context, gpu_spec)
+    except IntegrityError:
+        # Another delivery recorded it between our checks and the lock: a replay.
+        raise _reject(
+            RejectReason.REPLAY, f"job {job.uuid} was recorded meanwhile", **context
+        ) from None
+    except IngestError as exc:
+        # The controlled run's record failed the checks every upstream record passes (a
+        # revision name longer than its column, say); the transaction wrote nothing.
+        refused = "; ".join(message for _, message in exc.problems)
+        raise _reject(
+            RejectReason.MALFORMED, f"the record of this result was refused: {refused}", **context
+        ) from None
+
+
+def _well_formed(envelope: dict, via: str) -> tuple[dict, dict]:
+    """The payload of a RerunResult that passes the schema and has a canonical form, and the
+    context every later rejection is logged with."""
     problem = result_problem(envelope)
     if problem is not None:
         payload = envelope.get("payload") if isinstance(envelope, dict) else None
@@ -357,35 +389,28 @@ def result_record(
         )
     payload = envelope["payload"]
     job_info = payload.get("job") if isinstance(payload.get("job"), dict) else {}
-    job_ref = job_info.get("id") or ""
+    context = {"via": via, "job_ref": job_info.get("id") or ""}
     try:
-        digest = sha256_digest(payload)
+        context["digest"] = sha256_digest(payload)
     except Exception as exc:  # rfc8785 refuses NaN, huge ints, non-string keys
         raise _reject(
-            RejectReason.MALFORMED,
-            f"payload has no canonical form: {exc}",
-            via=via,
-            job_ref=job_ref,
+            RejectReason.MALFORMED, f"payload has no canonical form: {exc}", **context
         ) from None
     if envelope.get("kind") != "RerunResult" or envelope.get("apiVersion") != controlled.API:
         raise _reject(
-            RejectReason.MALFORMED,
-            f"expected kind RerunResult of {controlled.API}",
-            via=via,
-            job_ref=job_ref,
-            digest=digest,
+            RejectReason.MALFORMED, f"expected kind RerunResult of {controlled.API}", **context
         )
+    return payload, context
+
+
+def _signed(envelope: dict, keys: dict[str, bytes] | None, context: dict) -> None:
+    """Refuse an envelope not signed by a known worker key over its payload's bytes; the key
+    id joins the rejection context."""
     sig = envelope.get("signature")
     if not isinstance(sig, dict) or sig.get("alg") != sign.ALG:
-        raise _reject(
-            RejectReason.MALFORMED,
-            "unsigned, or not signed with HMAC-SHA256",
-            via=via,
-            job_ref=job_ref,
-            digest=digest,
-        )
+        raise _reject(RejectReason.MALFORMED, "unsigned, or not signed with HMAC-SHA256", **context)
     key_id = sig.get("keyId")
-    context = {"via": via, "job_ref": job_ref, "key_id": key_id or "", "digest": digest}
+    context["key_id"] = key_id or ""
     if not isinstance(key_id, str):
         key = None
     elif keys is not None:
@@ -397,6 +422,11 @@ def result_record(
     if not sign.verify_result(envelope, key):
         raise _reject(RejectReason.TAMPERED, "the signature does not match the payload", **context)
 
+
+def _job_of(payload: dict, context: dict) -> RerunJob:
+    """The approved, unfinished job the payload answers, within its freshness window; the job
+    joins the rejection context."""
+    job_ref = context["job_ref"]
     job = (
         RerunJob.objects.select_related("run__implementation", "run__environment__gpu")
         .filter(uuid=_uuid_or_none(job_ref))
@@ -415,35 +445,22 @@ def result_record(
     stale = _stale(job, payload)
     if stale:
         raise _reject(RejectReason.STALE, stale, **context)
+    return job
 
-    device = payload.get("device")
-    gpu_spec = None
-    if device == "cuda":
-        gpu_name = (payload.get("environment") or {}).get("gpuName")
-        gpu_spec = catalogue.GPUS.get(gpu_name)
-        if gpu_spec is None:
-            raise _reject(
-                RejectReason.UNKNOWN_GPU,
-                f"GPU {gpu_name!r} is not in the catalogue; add it, then import again",
-                **context,
-            )
 
-    insane = _insane(job, payload, gpu_spec)
-    if insane:
-        raise _reject(RejectReason.IMPLAUSIBLE, insane, **context)
-
-    try:
-        with transaction.atomic():
-            locked = RerunJob.objects.select_for_update().get(pk=job.pk)
-            if locked.is_finished:
-                raise IntegrityError("finished meanwhile")
-            receipt = _record(locked, payload, sig, digest, via, gpu_spec)
-    except IntegrityError:
-        # Another delivery recorded it between our checks and the lock: a replay.
+def _gpu_of(payload: dict, context: dict) -> catalogue.GpuSpec | None:
+    """The catalogue's GPU a GPU result names (None for a CPU result)."""
+    if payload.get("device") != "cuda":
+        return None
+    gpu_name = (payload.get("environment") or {}).get("gpuName")
+    gpu_spec = catalogue.GPUS.get(gpu_name)
+    if gpu_spec is None:
         raise _reject(
-            RejectReason.REPLAY, f"job {job.uuid} was recorded meanwhile", **context
-        ) from None
-    return receipt
+            RejectReason.UNKNOWN_GPU,
+            f"GPU {gpu_name!r} is not in the catalogue; add it, then import again",
+            **context,
+        )
+    return gpu_spec
 
 
 def _uuid_or_none(value):
@@ -513,53 +530,32 @@ def _stale(job: RerunJob, payload: dict) -> str:
     return ""
 
 
-def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_spec):
-    status = payload.get("status")
-    correctness = payload.get("correctness") or {}
-    measurement = payload.get("measurement") or {}
+def _record(job: RerunJob, payload: dict, sig: dict, context: dict, gpu_spec) -> ResultReceipt:
+    """Record a verified result for the locked `job`: the receipt, and for a result that can
+    carry a verdict the controlled run and the one evidence application."""
     receipt_fields = {
         "job": job,
         "key_id": sig["keyId"],
         "signature": sig["value"].lower(),
-        "payload_digest": digest,
+        "payload_digest": context["digest"],
         "payload": payload,
-        "status": str(status or ""),
+        "status": str(payload.get("status") or ""),
         "device": str(payload.get("device") or ""),
-        "via": via,
+        "via": context["via"],
     }
-    now = timezone.now()
+    status = payload.get("status")
+    passed = (payload.get("correctness") or {}).get("passed")
     # A runner that could not run the job (unavailable, invalid, error) says nothing about
     # the run: the job fails with its error, and the evidence stays.
-    if status not in ("ok", "incorrect") or not isinstance(correctness.get("passed"), bool):
-        receipt = ResultReceipt.objects.create(**receipt_fields)
-        RerunJob.objects.filter(pk=job.pk).update(
-            state=JobState.FAILED,
-            finished_at=now,
-            error=f"the runner reported {status!r}: {payload.get('error') or 'no error text'}"[
-                :4000
-            ],
-        )
-        return receipt
-
+    if status not in ("ok", "incorrect") or not isinstance(passed, bool):
+        error = f"the runner reported {status!r}: {payload.get('error') or 'no error text'}"
+        return _failed(job, receipt_fields, error)
     try:
-        outcome = outcome_decide(
-            run=job.run,
-            correctness_passed=correctness["passed"],
-            device=str(payload.get("device")),
-            gpu_product=gpu_spec.product if gpu_spec else None,
-            measurement=measurement,
-            environment=payload.get("environment"),
-            # Results of runners before process ids: each job counts as its own process.
-            process=(payload.get("runner") or {}).get("process") or f"job:{job.uuid}",
-        )
+        outcome = _outcome(job, payload, passed, gpu_spec)
     except NoVerdict as exc:
         # Verified, but it cannot carry a verdict (throttled clocks, disagreeing repeats...):
         # the job fails with the reason and no level moves; the run can be re-run.
-        receipt = ResultReceipt.objects.create(**receipt_fields)
-        RerunJob.objects.filter(pk=job.pk).update(
-            state=JobState.FAILED, finished_at=now, error=f"no verdict: {exc}"[:4000]
-        )
-        return receipt
+        return _failed(job, receipt_fields, f"no verdict: {exc}")
     controlled_run = None
     if gpu_spec is not None:
         controlled_run = controlled.controlled_run_from(job=job, payload=payload, gpu_spec=gpu_spec)
@@ -573,16 +569,44 @@ def _record(job: RerunJob, payload: dict, sig: dict, digest: str, via: str, gpu_
     receipt = ResultReceipt.objects.create(
         **receipt_fields, controlled_run=controlled_run, evidence_event=event
     )
+    _succeeded(job, payload)
+    return receipt
+
+
+def _outcome(job: RerunJob, payload: dict, passed: bool, gpu_spec):
+    """What the result says about the run it re-measured (runs.evidence's rule); NoVerdict
+    when it can say nothing."""
+    return outcome_decide(
+        run=job.run,
+        correctness_passed=passed,
+        device=str(payload.get("device")),
+        gpu_product=gpu_spec.product if gpu_spec else None,
+        measurement=payload.get("measurement") or {},
+        environment=payload.get("environment"),
+        # Results of runners before process ids: each job counts as its own process.
+        process=(payload.get("runner") or {}).get("process") or f"job:{job.uuid}",
+    )
+
+
+def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:
+    """Keep the receipt of a verified result that moves nothing, and fail the job with why."""
+    receipt = ResultReceipt.objects.create(**receipt_fields)
+    RerunJob.objects.filter(pk=job.pk).update(
+        state=JobState.FAILED, finished_at=timezone.now(), error=error[:4000]
+    )
+    return receipt
+
+
+def _succeeded(job: RerunJob, payload: dict) -> None:
     # An offline job was never claimed by a worker: its start and end are the runner's own
     # (checked by _stale against its issue time), not the moment the file was imported.
-    finished = (_parse_time(payload.get("finishedAt")) if job.offline else None) or now
+    finished = (_parse_time(payload.get("finishedAt")) if job.offline else None) or timezone.now()
     RerunJob.objects.filter(pk=job.pk).update(
         state=JobState.SUCCEEDED, finished_at=finished, error=""
     )
     started = _parse_time(payload.get("startedAt"))
     if started is not None:
         RerunJob.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=started)
-    return receipt
 
 
 __all__ = [

@@ -1,9 +1,9 @@
 """The one service that changes Run.evidence.
 
 Evidence levels move only on a verified controlled rerun (PRODUCT.md, "Evidence levels").
-Everything that writes the `evidence` column lives in this module: the level a controlled run
-is created with, and every move of an original run's level, each written with its
-EvidenceEvent in the same transaction. tests/test_evidence.py scans the code base for any
+Everything that writes the `evidence` column past a new run's `reported` lives in this module,
+in one call per verified result (evidence_apply): the level of the controlled run the result
+became, and the move of the original run's level with its EvidenceEvent, in one transaction. tests/test_evidence.py scans the code base for any
 other writer, and tries the admin.
 
 The rule, given a verified controlled result for a run (docs/evidence.md has the table):
@@ -188,61 +188,85 @@ def outcome_decide(
     if device != "cuda" or gpu_product is None:
         facts["why"] = "a CPU result can check correctness but never reproduce a GPU run"
         return Outcome(Evidence.CHECKED, facts)
+    measured = _measured_ns(run, measurement)
+    facts.update(measured=measured, published=run.median, runUnit=run.unit)
+    if gpu_product != original_product:
+        return _another_product(run, measurement, gpu_product, facts)
+    if run.metric == "memory":
+        _memory_readable(measurement, environment)
+        return _verdict(run, measured, measurement, None, facts)
+    return _verdict(run, measured, measurement, _latency_readable(run, measurement, facts), facts)
 
+
+def _measured_ns(run: Run, measurement: dict) -> float:
+    """The result's median in the run's unit (rule 3: NoVerdict when either side is missing)."""
     median, unit = measurement.get("median"), measurement.get("unit")
     if not _number(median) or unit not in UNIT_SCALE:
         raise NoVerdict(f"a GPU result needs a numeric median with a known unit, got {unit!r}")
     if not run.median or run.median <= 0:
         raise NoVerdict(f"the published median ({run.median}) is not positive: nothing to compare")
-    measured = median * UNIT_SCALE[unit]
-    facts.update(measured=measured, published=run.median, runUnit=run.unit)
+    return median * UNIT_SCALE[unit]
 
-    if gpu_product != original_product:
-        facts["why"] = "another GPU product: correctness checked, the timing is not comparable"
-        cls = _latency_diagnostics(measurement) if run.metric == "latency" else None
-        if cls is not None:
-            facts["classification"] = cls
-            facts["deviceNs"] = cls["deviceMs"] * 1e6
-            facts["why"] = (
-                f"measured on another GPU product: {gpu_product} device time "
-                f"{_us(facts['deviceNs'])}; correctness checked, the timing is not comparable"
-            )
-        return Outcome(Evidence.CHECKED, facts)
 
-    cls = None
-    if run.metric == "memory":
-        start = (environment or {}).get("allocatedAtStartBytes") or 0
-        subtracted = (measurement.get("details") or {}).get("baselineBytes")
-        if _number(start) and start > 0 and not subtracted:
-            raise NoVerdict(
-                f"the runner process held {start / 2**20:.0f} MiB from an earlier job when this "
-                "one started; the peak counts it, so the reading is not this job's"
-            )
-    else:
-        diagnostics = measurement.get("diagnostics") or {}
-        clocks = diagnostics.get("clocks")
-        throttle = diagnose.throttled(clocks if isinstance(clocks, dict) else None)
-        if throttle:
-            raise NoVerdict(f"the GPU clocks were throttled ({', '.join(throttle)})")
-        spread = diagnostics.get("device") or {}
-        if _number(spread.get("median")) and not diagnose.repeats_consistent(spread):
-            shown = ", ".join(
-                f"{name} {spread[name]:.4g} ms" if _number(spread.get(name)) else f"no {name}"
-                for name in ("p20", "median", "p80")
-            )
-            raise NoVerdict(
-                "the device-time repeats disagree beyond their spread "
-                f"({shown}; limit {diagnose.REPEAT_SPREAD_LIMIT:.0%} of the median)"
-            )
-        cls = _latency_diagnostics(measurement)
-        if cls is not None:
-            facts["classification"] = cls
-            device_ns = cls["deviceMs"] * 1e6
-            facts["deviceNs"] = device_ns
-            factor = run.median / device_ns
-            if factor >= HOST_DOMINATED_FACTOR:
-                facts["hostDominatedFactor"] = round(factor, 2)
+def _another_product(run: Run, measurement: dict, gpu_product: str, facts: dict) -> Outcome:
+    """Rule 2: another GPU product checks correctness, with the device time it measured."""
+    facts["why"] = "another GPU product: correctness checked, the timing is not comparable"
+    cls = _latency_diagnostics(measurement) if run.metric == "latency" else None
+    if cls is not None:
+        facts["classification"] = cls
+        facts["deviceNs"] = cls["deviceMs"] * 1e6
+        facts["why"] = (
+            f"measured on another GPU product: {gpu_product} device time "
+            f"{_us(facts['deviceNs'])}; correctness checked, the timing is not comparable"
+        )
+    return Outcome(Evidence.CHECKED, facts)
 
+
+def _memory_readable(measurement: dict, environment: dict | None) -> None:
+    """Rule 3 for memory: a peak that counts an earlier job's tensors is no verdict."""
+    start = (environment or {}).get("allocatedAtStartBytes") or 0
+    subtracted = (measurement.get("details") or {}).get("baselineBytes")
+    if _number(start) and start > 0 and not subtracted:
+        raise NoVerdict(
+            f"the runner process held {start / 2**20:.0f} MiB from an earlier job when this "
+            "one started; the peak counts it, so the reading is not this job's"
+        )
+
+
+def _latency_readable(run: Run, measurement: dict, facts: dict) -> dict | None:
+    """Rule 3 for latency (throttled clocks, disagreeing device-time repeats: NoVerdict), then
+    the runner's classification of its figure, or None when it recorded no device time."""
+    diagnostics = measurement.get("diagnostics") or {}
+    clocks = diagnostics.get("clocks")
+    throttle = diagnose.throttled(clocks if isinstance(clocks, dict) else None)
+    if throttle:
+        raise NoVerdict(f"the GPU clocks were throttled ({', '.join(throttle)})")
+    spread = diagnostics.get("device") or {}
+    if _number(spread.get("median")) and not diagnose.repeats_consistent(spread):
+        shown = ", ".join(
+            f"{name} {spread[name]:.4g} ms" if _number(spread.get(name)) else f"no {name}"
+            for name in ("p20", "median", "p80")
+        )
+        raise NoVerdict(
+            "the device-time repeats disagree beyond their spread "
+            f"({shown}; limit {diagnose.REPEAT_SPREAD_LIMIT:.0%} of the median)"
+        )
+    cls = _latency_diagnostics(measurement)
+    if cls is not None:
+        facts["classification"] = cls
+        device_ns = cls["deviceMs"] * 1e6
+        facts["deviceNs"] = device_ns
+        factor = run.median / device_ns
+        if factor >= HOST_DOMINATED_FACTOR:
+            facts["hostDominatedFactor"] = round(factor, 2)
+    return cls
+
+
+def _verdict(
+    run: Run, measured: float, measurement: dict, cls: dict | None, facts: dict
+) -> Outcome:
+    """Rules 4 and 5: the same product's figure against the published one, within the cell's
+    tolerance (widened for a power-capped latency cell)."""
     tolerance = tolerance_for(run)
     if run.metric == "latency":
         tolerance = _power_capped(run, measurement, tolerance, facts)
@@ -254,35 +278,8 @@ def outcome_decide(
     )
     deviation = abs(measured - run.median) / run.median
     facts["deviation"] = round(deviation, 6)
-    if run.metric == "latency" and cls is None:
-        facts["why"] = (
-            "no device time was recorded with this result (a runner before host and device "
-            "diagnostics, or they failed): do_bench alone cannot tell a slow host from a slow "
-            "kernel, so the timing is neither confirmed nor refuted"
-        )
-        return Outcome(Evidence.CHECKED, facts)
-    if run.metric == "latency" and cls["kind"] != "device-bound":
-        limit = min(tolerance.value, TOLERANCE_CEILING)
-        if run.median < facts["deviceNs"] * (1 - limit):
-            facts["why"] = (
-                f"the published figure {_us(run.median)} is faster than the GPU can run this "
-                f"call: device time {_us(facts['deviceNs'])} (more than {limit:.0%} below it)"
-            )
-            return Outcome(Evidence.NOT_REPRODUCED, facts)
-        if cls["kind"] == "host-bound":
-            facts["why"] = (
-                f"host-bound on our runner: device time {_us(facts['deviceNs'])}, host enqueue "
-                f"{cls['hostEnqueueMs'] * 1e3:.1f} µs; our do_bench figure timed the host, so "
-                "it neither confirms nor refutes the published one"
-            )
-        else:
-            facts["why"] = (
-                f"unexplained on our runner: do_bench {cls['doBenchMs'] * 1e3:.1f} µs against "
-                f"a device time of {_us(facts['deviceNs'])}, with the host enqueuing a call in "
-                f"{cls['hostEnqueueMs'] * 1e3:.1f} µs; a figure we cannot explain neither "
-                "confirms nor refutes the published one"
-            )
-        return Outcome(Evidence.CHECKED, facts)
+    if run.metric == "latency" and (cls is None or cls["kind"] != "device-bound"):
+        return _not_device_bound(run, cls, tolerance, facts)
     if tolerance.value > TOLERANCE_CEILING:
         facts["why"] = (
             f"upstream's own figures for this cell spread by up to {tolerance.value:.0%} "
@@ -299,6 +296,39 @@ def outcome_decide(
         f"{deviation:.1%} off the published median, outside the {tolerance.value:.0%} tolerance"
     )
     return Outcome(Evidence.NOT_REPRODUCED, facts)
+
+
+def _not_device_bound(run: Run, cls: dict | None, tolerance: Tolerance, facts: dict) -> Outcome:
+    """Rule 5 where our do_bench figure timed the host, or there is no device time to tell:
+    only a published figure faster than the GPU's cold device time can be refuted."""
+    if cls is None:
+        facts["why"] = (
+            "no device time was recorded with this result (a runner before host and device "
+            "diagnostics, or they failed): do_bench alone cannot tell a slow host from a slow "
+            "kernel, so the timing is neither confirmed nor refuted"
+        )
+        return Outcome(Evidence.CHECKED, facts)
+    limit = min(tolerance.value, TOLERANCE_CEILING)
+    if run.median < facts["deviceNs"] * (1 - limit):
+        facts["why"] = (
+            f"the published figure {_us(run.median)} is faster than the GPU can run this "
+            f"call: device time {_us(facts['deviceNs'])} (more than {limit:.0%} below it)"
+        )
+        return Outcome(Evidence.NOT_REPRODUCED, facts)
+    if cls["kind"] == "host-bound":
+        facts["why"] = (
+            f"host-bound on our runner: device time {_us(facts['deviceNs'])}, host enqueue "
+            f"{cls['hostEnqueueMs'] * 1e3:.1f} µs; our do_bench figure timed the host, so "
+            "it neither confirms nor refutes the published one"
+        )
+    else:
+        facts["why"] = (
+            f"unexplained on our runner: do_bench {cls['doBenchMs'] * 1e3:.1f} µs against "
+            f"a device time of {_us(facts['deviceNs'])}, with the host enqueuing a call in "
+            f"{cls['hostEnqueueMs'] * 1e3:.1f} µs; a figure we cannot explain neither "
+            "confirms nor refutes the published one"
+        )
+    return Outcome(Evidence.CHECKED, facts)
 
 
 def _power_capped(run: Run, measurement: dict, tolerance: Tolerance, facts: dict) -> Tolerance:
@@ -353,8 +383,10 @@ def evidence_apply(
     """Move `run` to the level `outcome` implies and append the EvidenceEvent that says why.
 
     `controlled_run` is the run of source kernelindex the result became (None for a CPU
-    result, which is kept as a check but is no GPU measurement). Every application writes an
-    event, also when the level stays, so the page can show each rerun's verdict.
+    result, which is kept as a check but is no GPU measurement), created at `reported` by the
+    pipeline in the caller's transaction as every new run is: it gets its own level,
+    `controlled`, here, with the verdict it carries. Every application writes an event, also
+    when the level stays, so the page can show each rerun's verdict.
     """
     if outcome.level not in (
         Evidence.CHECKED,
@@ -365,7 +397,11 @@ def evidence_apply(
         raise ValueError(f"{outcome.level!r} is not a controlled-rerun outcome")
     if run.source.slug == "kernelindex":
         raise ValueError("a controlled run's own level is `controlled` and does not move")
+    if controlled_run is not None and controlled_run.source.slug != "kernelindex":
+        raise ValueError(f"run {controlled_run.public_id} is no controlled run")
     with transaction.atomic():
+        if controlled_run is not None:
+            _controlled_level(controlled_run)
         # Lock the row: two results for the same run recorded at once must not both read the
         # same `from` level.
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -391,7 +427,7 @@ def evidence_apply(
     return event
 
 
-def controlled_run_create(**fields) -> Run:
-    """Create a run that KernelIndex measured itself: its level is `controlled`, always."""
-    fields.pop("evidence", None)
-    return Run.objects.create(**fields, evidence=Evidence.CONTROLLED)
+def _controlled_level(controlled_run: Run) -> None:
+    """A controlled run's first and only level, written once: with the verdict it carries."""
+    Run.objects.filter(pk=controlled_run.pk).update(evidence=Evidence.CONTROLLED)
+    controlled_run.evidence = Evidence.CONTROLLED

@@ -15,6 +15,12 @@ class RunQuerySet(models.QuerySet):
         """Current revisions only: what the site shows and ranks."""
         return self.filter(is_current=True)
 
+    def current_of(self, *, source_slug: str, external_id: str):
+        """The current revision of a source's run, by its identity in that source."""
+        return self.select_related("source").get(
+            source__slug=source_slug, external_id=external_id, is_current=True
+        )
+
     def current_or_404(self, public_id: str):
         """The current revision of the run with this public id, for every page and form that
         names a run in its URL; a malformed id and an unknown one get 404s that say which."""

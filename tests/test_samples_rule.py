@@ -10,7 +10,7 @@ from runs import evidence, evidence_power, evidence_samples
 from runs.evidence import evidence_apply, outcome_decide
 from runs.evidence_samples import judge
 from runs.models import Evidence
-from tests.factories import RunFactory
+from tests.factories import RunFactory, SourceFactory
 
 PUB = 6.0e6  # ns
 TOL = 0.05
@@ -103,9 +103,14 @@ def test_many_samples_keep_the_do_bench_verdict(run):
     assert out.level == Evidence.NOT_REPRODUCED and "fewSamples" not in out.facts
 
 
+def _controlled():
+    """A run of the source kernelindex: what the first process's result became."""
+    return RunFactory(source=SourceFactory(slug="kernelindex"))
+
+
 def test_a_second_process_must_agree(run):
     first = _decide(run, _m(6.54, 1, 6.05), "p1")
-    evidence_apply(run=run, controlled_run=RunFactory(), outcome=first, cause="test")
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
     # Another process: its one sample is within tolerance, the first process's was not.
     second = _decide(run, _m(6.1, 1, 6.05), "p2")
     assert second.level == Evidence.CHECKED and second.facts["fewSamplesBasis"] == "none"
@@ -117,7 +122,7 @@ def test_a_second_process_must_agree(run):
 
 def test_processes_that_agree_carry_the_verdict(run):
     first = _decide(run, _m(6.1, 1, 6.05), "p1")
-    evidence_apply(run=run, controlled_run=RunFactory(), outcome=first, cause="test")
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
     second = _decide(run, _m(6.2, 1, 6.05), "p2")
     assert second.level == Evidence.REPRODUCED and second.facts["fewSamplesBasis"] == "processes"
 

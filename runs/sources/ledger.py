@@ -1,12 +1,13 @@
-"""The upstream ledger: one append-only entry per fetch of an upstream file, and the report
-of what that file changed, which the pipeline fills in and the entry records."""
+"""The upstream ledger: one append-only entry per fetch of an upstream file (a verified
+controlled result counts as one of the source `kernelindex`), and the report of what that
+file changed, which the pipeline fills in and the entry records."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
 
-from runs.models import ImportRecord, Run, Source
+from runs.models import ImportRecord, Source
 from runs.sources.base import InputFile
 
 
@@ -20,9 +21,6 @@ class IngestReport:
     unchanged: int
     # [public id, revision] of every run this file revised, for the ledger.
     revised_ids: list[list] = field(default_factory=list, repr=False)
-    # The runs created, as model instances: only for controlled runs (one a call). An upstream
-    # file's runs are streamed to the database and not kept, so memory stays flat in rows.
-    runs: list[Run] = field(default_factory=list, repr=False)
 
     def __str__(self) -> str:
         return (

@@ -27,7 +27,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kirunner import sanity
-from runs.evidence import controlled_run_create
 from runs.manifest import documents
 from runs.manifest.canonical import document_canonical, sha256_digest
 from runs.models import ComparisonGroup, Evidence, Publication, Run, Source
@@ -195,8 +194,31 @@ def ingest_file(
     trigger: str = "command",
 ) -> IngestReport:
     """Parse, check and write one upstream file; its ledger entry says what it changed."""
+    input_check(item)  # before parsing: a name the columns cannot hold needs no parse to refuse
+    return ingest_records(
+        source=source,
+        item=item,
+        records=module.records(item),
+        progress=progress,
+        resolver=resolver,
+        trigger=trigger,
+    )
+
+
+def ingest_records(
+    *,
+    source: Source,
+    item: InputFile,
+    records: list[Record],
+    progress: Progress | None = None,
+    resolver: Resolver | None = None,
+    trigger: str = "command",
+) -> IngestReport:
+    """The one door for records, whoever built them: an upstream file's parsed rows, or the
+    record of a verified controlled result (reruns/controlled.py). They are checked whole
+    (IngestError, with their lines, before any write), then written, ranked and entered in
+    the ledger as a fetch of `item`, in one transaction."""
     input_check(item)
-    records = module.records(item)
     if not records:
         raise IngestError(item.location, [(1, "no records in the file (only a header?)")])
     records_check(records, item.location)
@@ -356,7 +378,6 @@ def records_write(
     records: list[Record],
     progress: Progress | None = None,
     resolver: Resolver | None = None,
-    controlled: bool = False,
 ) -> IngestReport:
     """Write records of one publication: documents, groups, new runs and revisions, ranks.
 
@@ -369,9 +390,6 @@ def records_write(
        row while the next is built).
     5. Re-rank each touched publication in the database, the authority on ranks and sizes; it
        rewrites only the rows whose rank or size changed (none, for a new suite run).
-
-    `controlled` runs are KernelIndex's own measurements: each is created through
-    runs.evidence.controlled_run_create, the one writer of their evidence level.
     """
     resolver = resolver or Resolver()
     rows = _prepare(source, publication, records, progress or (lambda it: it), resolver)
@@ -392,9 +410,7 @@ def records_write(
     if retire:
         Run.objects.filter(id__in=retire).update(is_current=False, rank=None)
     values = _values(source, publication, to_write, groups, public_ids)
-    if controlled:
-        report.runs = [controlled_run_create(**v) for _, v in values]
-    elif connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":
         _copy_runs(values)
     else:
         Run.objects.bulk_create((Run(**v) for _, v in values), batch_size=1000)
@@ -681,7 +697,9 @@ def _values(
                 "title": r.title[:300],
                 "spec": row.spec,
                 "digest": digest,
-                # A new revision is new upstream data: it starts at `reported` like any import.
+                # Every new run and revision starts at `reported`; a controlled run's own level
+                # is written by runs.evidence.evidence_apply, with the verdict it carries, in
+                # the same transaction (reruns.services).
                 "evidence": Evidence.REPORTED,
                 "rank": row.rank,
                 "created_at": now,

@@ -25,13 +25,18 @@ BATCHES = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()) + [FIXTUR
 def _documents(batch: Path, kind: str) -> list[dict]:
     docs = []
     for path in sorted(batch.rglob("*.json")):
-        # Repeated runs of the same jobs and jobs the batch did not reach are data, not loaded.
-        if {"repeats", "unrun"} & set(path.relative_to(batch).parts):
+        # Repeated runs of the same jobs, jobs the batch did not reach, and results held back
+        # until their check can judge them (data/reruns/README.md) are data, not loaded.
+        if {"repeats", "unrun", "held"} & set(path.relative_to(batch).parts):
             continue
         doc = json.loads(path.read_text())
         if isinstance(doc, dict) and doc.get("kind") == kind:
             docs.append(doc)
     return docs
+
+
+def _held(batch: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(batch.glob("held/results/*.json"))]
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=[b.name for b in BATCHES])
@@ -84,6 +89,9 @@ def test_batch_loads_into_controlled_runs(db, batch, client):
             assert receipt.evidence_event.run == job.run
             job.run.refresh_from_db()
             assert job.run.evidence == receipt.evidence_event.to_level
+    # Nothing held back was loaded.
+    held = [d["payload"]["job"]["id"] for d in _held(batch)]
+    assert not RerunJob.objects.filter(uuid__in=held).exists()
     # Loading again changes nothing.
     out = StringIO()
     call_command("rerun", "load-demo", str(batch), stdout=out, stderr=StringIO())

@@ -98,6 +98,21 @@ def validate_job(job: Any) -> dict[str, Any]:
     protocol = job.get("protocol") or {}
     if not isinstance(protocol, dict):
         raise JobError("protocol must be an object")
+    out.update(_protocol_fields(protocol))
+    impl = job.get("implementation") or {}
+    revision = (impl.get("revision") if isinstance(impl, dict) else None) or None
+    # CI rows name the commit upstream ran (e.g. "02bac05") beside the version string that
+    # checkout carried; a commit is no installable release (and read as a version it would
+    # pick an arbitrary one), so the release named by the version string is asked for.
+    if revision is not None and not RELEASE.match(str(revision)):
+        out["commit"] = str(revision)
+        revision = None
+    out["revision"] = revision or protocol.get("ligerVersion") or None
+    return out
+
+
+def _protocol_fields(protocol: dict[str, Any]) -> dict[str, Any]:
+    """The job's protocol block, checked: its quantiles and its rep."""
     family = protocol.get("family", "liger_kernel_bench")
     if family != "liger_kernel_bench":
         raise JobError(f"protocol family {family!r} is not supported (only liger_kernel_bench)")
@@ -111,21 +126,10 @@ def validate_job(job: Any) -> dict[str, Any]:
         )
     ):
         raise JobError("protocol.quantiles must be a non-empty list of numbers in [0, 1]")
-    out["quantiles"] = [float(q) for q in quantiles]
     rep = protocol.get("rep")
     if rep is not None and (isinstance(rep, bool) or not isinstance(rep, int | float) or rep <= 0):
         raise JobError("protocol.rep must be a positive number of milliseconds")
-    out["rep"] = rep
-    impl = job.get("implementation") or {}
-    revision = (impl.get("revision") if isinstance(impl, dict) else None) or None
-    # CI rows name the commit upstream ran (e.g. "02bac05") beside the version string that
-    # checkout carried; a commit is no installable release (and read as a version it would
-    # pick an arbitrary one), so the release named by the version string is asked for.
-    if revision is not None and not RELEASE.match(str(revision)):
-        out["commit"] = str(revision)
-        revision = None
-    out["revision"] = revision or protocol.get("ligerVersion") or None
-    return out
+    return {"quantiles": [float(q) for q in quantiles], "rep": rep}
 
 
 def support_problem(job: Any) -> str | None:
@@ -294,18 +298,9 @@ def _run(
 
     import torch
 
-    from . import diagnose, harness, power, protocol
     from .check import run_check
-    from .env import capture_environment, gpu_clocks
-    from .kernels import get_spec
 
-    spec = get_spec(spec_job["benchmark"])
-    if spec_job["provider"] not in spec.providers:
-        raise JobError(
-            f"{spec.name} has no provider {spec_job['provider']!r} upstream (providers: {', '.join(spec.providers)})"
-        )
-    wl, unused = spec.resolve(spec_job["parameters"])
-
+    spec, wl, unused = _spec_and_workload(spec_job)
     device_type = "cuda" if (torch.cuda.is_available() and not force_cpu) else "cpu"
     device = (
         torch.device(device_type, torch.cuda.current_device())
@@ -314,6 +309,53 @@ def _run(
     )
     payload["device"] = device_type
     progress(f"reading the {device_type} environment (driver, versions, clocks)")
+    _environment(payload, device_type, device)
+    ran = spec.scale_down(wl) if device_type == "cpu" else dict(wl)
+    payload["workload"] = _workload_doc(spec_job, wl, ran, unused)
+
+    progress(f"building {spec_job['provider']} {spec.name} at {ran}")
+    impl = _build(payload, spec, spec_job, ran, device)
+
+    # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
+    seed = secrets.randbits(48) if seed is None else seed
+    progress("checking correctness against the reference")
+    check = run_check(spec, impl, ran, device, spec_job["pass"], seed)
+    payload["correctness"] = check.as_json()
+    _free(device_type)
+
+    rep, rep_source = _rep(spec, spec_job, rep_override)
+    what = f"{spec_job['metric']} of the {spec_job['pass']} pass"
+    progress(
+        f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
+    )
+    case = _Case(spec, impl, ran, device, spec_job["pass"], seed, spec_job["quantiles"])
+    if spec_job["metric"] == "latency":
+        measured = _latency(case, rep, cpu_max_samples, progress)
+    else:
+        measured = _memory(case)
+    payload["measurement"] = _measurement_doc(spec, spec_job, measured, rep, rep_source)
+    payload["status"] = "ok" if check.passed else "incorrect"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        payload["status"] = "dev-interpreter"
+
+
+def _spec_and_workload(spec_job: dict[str, Any]) -> tuple[Any, dict[str, Any], Any]:
+    from .kernels import get_spec
+
+    spec = get_spec(spec_job["benchmark"])
+    if spec_job["provider"] not in spec.providers:
+        raise JobError(
+            f"{spec.name} has no provider {spec_job['provider']!r} upstream (providers: {', '.join(spec.providers)})"
+        )
+    wl, unused = spec.resolve(spec_job["parameters"])
+    return spec, wl, unused
+
+
+def _environment(payload: dict[str, Any], device_type: str, device: Any) -> None:
+    import torch
+
+    from .env import capture_environment
+
     payload["environment"] = capture_environment(device_type)
     # In a batch, an earlier job's tensors (autograd graphs hold reference cycles) must be
     # gone before this one starts: they would count towards its peak memory and crowd out
@@ -323,7 +365,10 @@ def _run(
     if device_type == "cuda":
         payload["environment"]["allocatedAtStartBytes"] = torch.cuda.memory_allocated(device)
 
-    ran = spec.scale_down(wl) if device_type == "cpu" else dict(wl)
+
+def _workload_doc(
+    spec_job: dict[str, Any], wl: dict[str, Any], ran: dict[str, Any], unused: Any
+) -> dict[str, Any]:
     workload: dict[str, Any] = {
         "requested": dict(spec_job["parameters"]),
         "resolved": wl,
@@ -333,10 +378,13 @@ def _run(
         workload["scaledDown"] = "CPU run: sizes capped so the job finishes in seconds"
     if unused:
         workload["unusedParameters"] = unused
-    payload["workload"] = workload
+    return workload
 
+
+def _build(
+    payload: dict[str, Any], spec: Any, spec_job: dict[str, Any], ran: dict[str, Any], device: Any
+) -> Any:
     revision = spec_job["revision"]
-    progress(f"building {spec_job['provider']} {spec.name} at {ran}")
     impl = spec.build(ran, spec_job["provider"], device, revision)
     impl_json = impl.info.as_json()
     if spec_job["provider"] == "liger":
@@ -348,121 +396,169 @@ def _run(
         # The release was imported from KIRUNNER_LIGER_ROOT, which package metadata
         # read at environment capture could not see.
         payload["environment"]["ligerKernel"] = impl.info.used_revision
+    return impl
 
-    # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
-    seed = secrets.randbits(48) if seed is None else seed
-    progress("checking correctness against the reference")
-    check = run_check(spec, impl, ran, device, spec_job["pass"], seed)
-    payload["correctness"] = check.as_json()
-    _free(device_type)
 
+def _rep(spec: Any, spec_job: dict[str, Any], rep_override: float | None) -> tuple[float, str]:
     if rep_override is not None:
-        rep, rep_source = float(rep_override), "override"
-    elif spec_job["rep"] is not None:
-        rep, rep_source = float(spec_job["rep"]), "job"
-    else:
-        rep, rep_source = float(spec.upstream_rep), "upstream"
-    quantiles = spec_job["quantiles"]
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed + 1)
-    clocks_before = gpu_clocks(device.index or 0) if device_type == "cuda" else None
+        return float(rep_override), "override"
+    if spec_job["rep"] is not None:
+        return float(spec_job["rep"]), "job"
+    return float(spec.upstream_rep), "upstream"
 
-    diagnostics: dict[str, Any] | None = None
-    power_windows: dict[str, Any] = {}
-    what = f"{spec_job['metric']} of the {spec_job['pass']} pass"
-    progress(
-        f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
+
+class _Case:
+    """What one measurement needs: the kernel, its implementation, the workload it ran at,
+    the device, the pass, the job's seed and the quantiles asked for."""
+
+    def __init__(self, spec, impl, ran, device, mode, seed, quantiles) -> None:
+        self.spec, self.impl, self.ran, self.device = spec, impl, ran, device
+        self.mode, self.seed, self.quantiles = mode, seed, quantiles
+
+    def generator(self) -> Any:
+        import torch
+
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(self.seed + 1)
+        return gen
+
+
+def _clocks(case: _Case) -> Any:
+    """The GPU clocks (kirunner.env) around a measurement; None on the CPU."""
+    if case.device.type != "cuda":
+        return None
+    from .env import gpu_clocks
+
+    return gpu_clocks(case.device.index or 0)
+
+
+class _Measured:
+    def __init__(self, m, timer, unit, diagnostics=None, power=None, clocks=None) -> None:
+        self.m, self.timer, self.unit = m, timer, unit
+        self.diagnostics, self.power, self.clocks = diagnostics, power, clocks
+
+
+def _latency(
+    case: _Case, rep: float, cpu_max_samples: int, progress: Callable[[str], None]
+) -> _Measured:
+    from . import harness, protocol
+
+    clocks_before = _clocks(case)
+    fn, grad_to_none = protocol.speed_closure(
+        case.spec, case.impl, case.ran, case.device, case.generator(), case.mode
     )
-    if spec_job["metric"] == "latency":
-        fn, grad_to_none = protocol.speed_closure(spec, impl, ran, device, gen, spec_job["pass"])
-        if device_type == "cuda":
-            nvml_before = diagnose.nvml_state(device.index or 0)
-            # Clocks, power and throttle reasons while do_bench times (kirunner/power.py).
-            with power.Sampler(device.index or 0) as sampler:
-                m = harness.latency_cuda(
-                    fn, rep=rep, quantiles=quantiles, grad_to_none=grad_to_none
-                )
-            power_windows["doBench"] = sampler.window()
-            timer = "cuda_events"
-            median_ms = harness.quantile_linear(m.samples, 0.5)
-            progress("diagnostics: host enqueue time, L2 flush, cold device time")
-            diagnostics = _diagnose_host(fn, grad_to_none)
-            # The device-time case is built afresh: free the do_bench one first, or the
-            # largest workloads (16 GiB of logits) do not fit twice.
-            del fn, grad_to_none
-            _free(device_type)
-            with power.Sampler(device.index or 0) as sampler:
-                _diagnose_device(
-                    diagnostics, median_ms, seed, spec, impl, ran, device, spec_job["pass"]
-                )
-            power_windows["deviceTime"] = sampler.window()
-            diagnostics["clocks"] = {
-                "before": nvml_before,
-                "after": diagnose.nvml_state(device.index or 0),
-                "source": "NVML (nvidia-ml-py)" if nvml_before else "unavailable: no NVML",
-            }
-            diagnostics["throttled"] = diagnose.throttled(diagnostics["clocks"])
-        else:
-            m = harness.latency_cpu(
-                fn,
-                rep=rep,
-                quantiles=quantiles,
-                grad_to_none=grad_to_none,
-                max_samples=cpu_max_samples,
-            )
-            timer = "cpu_perf_counter"
-            del fn, grad_to_none
-            diagnostics = {
-                "absent": "CPU run: no device time, host enqueue time, flush or GPU clocks"
-            }
-        unit = "ms"
-    else:
+    if case.device.type == "cuda":
+        measured = _latency_cuda(case, fn, grad_to_none, rep, progress)
+        measured.clocks = {"before": clocks_before, "after": _clocks(case)}
+        return measured
+    m = harness.latency_cpu(
+        fn,
+        rep=rep,
+        quantiles=case.quantiles,
+        grad_to_none=grad_to_none,
+        max_samples=cpu_max_samples,
+    )
+    del fn, grad_to_none
+    absent = {"absent": "CPU run: no device time, host enqueue time, flush or GPU clocks"}
+    return _Measured(m, "cpu_perf_counter", "ms", diagnostics=absent)
 
-        def make_fn() -> Any:
-            return protocol.memory_closure(spec, impl, ran, device, gen, spec_job["pass"])
 
-        if device_type == "cuda":
-            m = harness.memory_cuda(make_fn, quantiles=quantiles)
-            timer = "cuda_max_memory_allocated"
-        else:
-            m = harness.memory_cpu(make_fn, quantiles=quantiles)
-            timer = "cpu_profiler_allocated"
-        unit = "MiB"
+def _latency_cuda(
+    case: _Case, fn: Any, grad_to_none: Any, rep: float, progress: Callable[[str], None]
+) -> _Measured:
+    from . import diagnose, harness, power
 
-    measurement: dict[str, Any] = {
+    index = case.device.index or 0
+    nvml_before = diagnose.nvml_state(index)
+    windows: dict[str, Any] = {}
+    # Clocks, power and throttle reasons while do_bench times (kirunner/power.py).
+    with power.Sampler(index) as sampler:
+        m = harness.latency_cuda(fn, rep=rep, quantiles=case.quantiles, grad_to_none=grad_to_none)
+    windows["doBench"] = sampler.window()
+    median_ms = harness.quantile_linear(m.samples, 0.5)
+    progress("diagnostics: host enqueue time, L2 flush, cold device time")
+    diagnostics = _diagnose_host(fn, grad_to_none)
+    # The device-time case is built afresh: free the do_bench one first, or the largest
+    # workloads (16 GiB of logits) do not fit twice.
+    del fn, grad_to_none
+    _free("cuda")
+    with power.Sampler(index) as sampler:
+        _diagnose_device(
+            diagnostics,
+            median_ms,
+            case.seed,
+            case.spec,
+            case.impl,
+            case.ran,
+            case.device,
+            case.mode,
+        )
+    windows["deviceTime"] = sampler.window()
+    diagnostics["clocks"] = {
+        "before": nvml_before,
+        "after": diagnose.nvml_state(index),
+        "source": "NVML (nvidia-ml-py)" if nvml_before else "unavailable: no NVML",
+    }
+    diagnostics["throttled"] = diagnose.throttled(diagnostics["clocks"])
+    return _Measured(m, "cuda_events", "ms", diagnostics, windows)
+
+
+def _memory(case: _Case) -> _Measured:
+    from . import harness, protocol
+
+    clocks_before = _clocks(case)
+    gen = case.generator()
+
+    def make_fn() -> Any:
+        return protocol.memory_closure(case.spec, case.impl, case.ran, case.device, gen, case.mode)
+
+    if case.device.type == "cuda":
+        m = harness.memory_cuda(make_fn, quantiles=case.quantiles)
+        clocks = {"before": clocks_before, "after": _clocks(case)}
+        return _Measured(m, "cuda_max_memory_allocated", "MiB", clocks=clocks)
+    return _Measured(
+        harness.memory_cpu(make_fn, quantiles=case.quantiles), "cpu_profiler_allocated", "MiB"
+    )
+
+
+def _measurement_doc(
+    spec: Any, spec_job: dict[str, Any], measured: _Measured, rep: float, rep_source: str
+) -> dict[str, Any]:
+    from . import harness
+
+    m, quantiles = measured.m, spec_job["quantiles"]
+    latency = spec_job["metric"] == "latency"
+    doc: dict[str, Any] = {
         "metric": spec_job["metric"],
-        "unit": unit,
+        "unit": measured.unit,
         "quantiles": quantiles,
         "values": m.quantiles,
-        "timer": timer,
-        "rep": rep if spec_job["metric"] == "latency" else None,
-        "repSource": rep_source if spec_job["metric"] == "latency" else None,
-        "upstreamRep": spec.upstream_rep if spec_job["metric"] == "latency" else None,
+        "timer": measured.timer,
+        "rep": rep if latency else None,
+        "repSource": rep_source if latency else None,
+        "upstreamRep": spec.upstream_rep if latency else None,
         "iterations": len(m.samples),
         "samples": m.samples,
         "details": m.details,
     }
     # median/p20/p80 by name whenever the job asked for those quantiles (the default).
     for label, q in (("median", 0.5), ("p20", 0.2), ("p80", 0.8)):
-        measurement[label] = (
+        doc[label] = (
             m.quantiles[quantiles.index(q)]
             if q in quantiles
             else harness.quantile_linear(m.samples, q)
         )
-    if rep_source == "job" and spec_job["metric"] == "latency" and rep != spec.upstream_rep:
-        measurement["notes"] = [
+    if rep_source == "job" and latency and rep != spec.upstream_rep:
+        doc["notes"] = [
             f"job rep {rep:g} ms differs from the upstream script's rep={spec.upstream_rep} for {spec.name}"
         ]
-    if diagnostics is not None:
-        measurement["diagnostics"] = diagnostics
-    if power_windows:
-        measurement["power"] = power_windows
-    if clocks_before is not None:
-        measurement["clocks"] = {"before": clocks_before, "after": gpu_clocks(device.index or 0)}
-    payload["measurement"] = measurement
-    payload["status"] = "ok" if check.passed else "incorrect"
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        payload["status"] = "dev-interpreter"
+    if measured.diagnostics is not None:
+        doc["diagnostics"] = measured.diagnostics
+    if measured.power:
+        doc["power"] = measured.power
+    if measured.clocks is not None:
+        doc["clocks"] = measured.clocks
+    return doc
 
 
 def _diagnose_host(fn: Any, grad_to_none: Any) -> dict[str, Any]:

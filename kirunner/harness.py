@@ -224,13 +224,22 @@ def memory_cuda(
     make_fn: Callable[[], Callable[[], Any]],
     *,
     quantiles: Sequence[float],
+    module_bytes: int = 0,
     iterations: int = MEMORY_ITERATIONS,
 ) -> Measured:
+    """Peak allocated bytes per call, as upstream's `_test_memory` reads them, less what was
+    allocated before the measurement and is not this job's module.
+
+    What a fresh process would read: anything a previous job of the same process left
+    allocated (a batch runs hundreds) is not this job's, and the peak counter counts it; nor
+    are workspaces a library keeps once created (cuBLAS's, made by whichever job ran the
+    first matmul). The module's weights are this job's: upstream builds its modules before
+    `_test_memory`, so its peak counts them. `module_bytes` is what building the module
+    allocated (the runner reads it around the build), and it stays counted. Earlier results
+    left it out; they carry no `details.moduleBytes`."""
     import torch
 
-    # What a fresh process would read: anything a previous job of the same process left
-    # allocated (a batch runs hundreds) is not this job's, and the peak counter counts it.
-    baseline = torch.cuda.memory_allocated()
+    baseline = torch.cuda.memory_allocated() - module_bytes
     fn = make_fn()
     samples: list[float] = []
     for _ in range(iterations):
@@ -241,10 +250,13 @@ def memory_cuda(
         "counter": "torch.cuda.max_memory_allocated() / 2**20 after reset_peak_memory_stats()",
         "iterations": iterations,
         "quantileRule": "torch.quantile on float32 (as _test_memory)",
+        "moduleBytes": module_bytes,
     }
     if baseline:
         details["baselineBytes"] = baseline
-        details["counter"] += ", minus the bytes already allocated when the job began"
+        details["counter"] += (
+            ", minus the bytes allocated before the measurement that are not the module's"
+        )
     return Measured(samples, quantiles_torch_float32(samples, quantiles), details)
 
 

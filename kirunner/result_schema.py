@@ -86,7 +86,10 @@ MEASUREMENT = {
         "unit": {"enum": ["ms", "us", "ns", "MiB", "B"]},
         "details": {
             "type": "object",
-            "properties": {"baselineBytes": {"type": "integer", "minimum": 0}},
+            "properties": {
+                "baselineBytes": {"type": "integer", "minimum": 0},
+                "moduleBytes": {"type": "integer", "minimum": 0},
+            },
         },
         "power": {
             "type": "object",

@@ -314,7 +314,9 @@ def _run(
     payload["workload"] = _workload_doc(spec_job, wl, ran, unused)
 
     progress(f"building {spec_job['provider']} {spec.name} at {ran}")
+    before = torch.cuda.memory_allocated(device) if device_type == "cuda" else 0
     impl = _build(payload, spec, spec_job, ran, device)
+    module_bytes = torch.cuda.memory_allocated(device) - before if device_type == "cuda" else 0
 
     # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
     seed = secrets.randbits(48) if seed is None else seed
@@ -328,7 +330,16 @@ def _run(
     progress(
         f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
     )
-    case = _Case(spec, impl, ran, device, spec_job["pass"], seed, spec_job["quantiles"])
+    case = _Case(
+        spec,
+        impl,
+        ran,
+        device,
+        spec_job["pass"],
+        seed,
+        spec_job["quantiles"],
+        module_bytes,
+    )
     if spec_job["metric"] == "latency":
         measured = _latency(case, rep, cpu_max_samples, progress)
     else:
@@ -409,11 +420,13 @@ def _rep(spec: Any, spec_job: dict[str, Any], rep_override: float | None) -> tup
 
 class _Case:
     """What one measurement needs: the kernel, its implementation, the workload it ran at,
-    the device, the pass, the job's seed and the quantiles asked for."""
+    the device, the pass, the job's seed, the quantiles asked for and the bytes building the
+    module allocated (its weights)."""
 
-    def __init__(self, spec, impl, ran, device, mode, seed, quantiles) -> None:
+    def __init__(self, spec, impl, ran, device, mode, seed, quantiles, module_bytes) -> None:
         self.spec, self.impl, self.ran, self.device = spec, impl, ran, device
         self.mode, self.seed, self.quantiles = mode, seed, quantiles
+        self.module_bytes = module_bytes
 
     def generator(self) -> Any:
         import torch
@@ -513,7 +526,7 @@ def _memory(case: _Case) -> _Measured:
         return protocol.memory_closure(case.spec, case.impl, case.ran, case.device, gen, case.mode)
 
     if case.device.type == "cuda":
-        m = harness.memory_cuda(make_fn, quantiles=case.quantiles)
+        m = harness.memory_cuda(make_fn, quantiles=case.quantiles, module_bytes=case.module_bytes)
         clocks = {"before": clocks_before, "after": _clocks(case)}
         return _Measured(m, "cuda_max_memory_allocated", "MiB", clocks=clocks)
     return _Measured(

@@ -99,3 +99,30 @@ def test_return_mode_all_detection() -> None:
 
     assert harness._supports_return_mode_all(new_triton)
     assert not harness._supports_return_mode_all(old_triton)
+
+
+def test_cuda_peak_counts_the_module_and_not_what_an_earlier_job_left(monkeypatch) -> None:
+    """300 MiB allocated when the measurement starts: 100 MiB of them the module this job
+    built (counted, as upstream's peak counts its module), 200 MiB an earlier job's (not)."""
+    import torch
+
+    from kirunner import harness
+
+    mib = 2**20
+    state = {"allocated": 300 * mib, "peak": 0}
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: state["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: state["peak"])
+    monkeypatch.setattr(
+        torch.cuda.memory, "reset_peak_memory_stats", lambda *a: state.update(peak=0)
+    )
+
+    def make_fn():
+        def fn():
+            state["peak"] = state["allocated"] + 50 * mib
+
+        return fn
+
+    m = harness.memory_cuda(make_fn, quantiles=[0.5], module_bytes=100 * mib)
+    assert m.samples == [150.0] * harness.MEMORY_ITERATIONS
+    assert m.details["baselineBytes"] == 200 * mib
+    assert m.details["moduleBytes"] == 100 * mib

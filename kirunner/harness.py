@@ -260,6 +260,34 @@ def memory_cuda(
     return Measured(samples, quantiles_torch_float32(samples, quantiles), details)
 
 
+def _allocations_and_windows(
+    prof: Any, marks: list[str]
+) -> tuple[list[tuple[int, int]], dict[str, tuple[int, int]]]:
+    """From a memory profile: every CPU allocation event as (time, live total), in time
+    order, and each iteration marker's (start, end)."""
+    try:
+        tree = prof.profiler.kineto_results.experimental_event_tree()
+    except AttributeError as exc:
+        raise RuntimeError(f"this torch's profiler exposes no allocation events: {exc}") from exc
+
+    allocs: list[tuple[int, int]] = []
+    windows: dict[str, tuple[int, int]] = {}
+    stack = list(tree)
+    while stack:
+        ev = stack.pop()
+        stack.extend(ev.children)
+        extra = ev.extra_fields
+        if type(extra).__name__ == "_ExtraFields_Allocation":
+            if str(extra.device).startswith("cpu"):
+                allocs.append((ev.start_time_ns, int(extra.total_allocated)))
+        elif ev.name in marks:
+            windows[ev.name] = (ev.start_time_ns, ev.end_time_ns)
+    if len(windows) != len(marks):
+        raise RuntimeError("profiler lost iteration markers; cannot attribute allocations")
+    allocs.sort()
+    return allocs, windows
+
+
 def memory_cpu(
     make_fn: Callable[[], Callable[[], Any]],
     *,
@@ -284,27 +312,7 @@ def memory_cpu(
             with record_function(mark):
                 fn()
 
-    try:
-        tree = prof.profiler.kineto_results.experimental_event_tree()
-    except AttributeError as exc:
-        raise RuntimeError(f"this torch's profiler exposes no allocation events: {exc}") from exc
-
-    allocs: list[tuple[int, int]] = []
-    windows: dict[str, tuple[int, int]] = {}
-    stack = list(tree)
-    while stack:
-        ev = stack.pop()
-        stack.extend(ev.children)
-        extra = ev.extra_fields
-        if type(extra).__name__ == "_ExtraFields_Allocation":
-            if str(extra.device).startswith("cpu"):
-                allocs.append((ev.start_time_ns, int(extra.total_allocated)))
-        elif ev.name in marks:
-            windows[ev.name] = (ev.start_time_ns, ev.end_time_ns)
-    if len(windows) != iterations:
-        raise RuntimeError("profiler lost iteration markers; cannot attribute allocations")
-    allocs.sort()
-
+    allocs, windows = _allocations_and_windows(prof, marks)
     samples: list[float] = []
     for mark in marks:
         t0, t1 = windows[mark]

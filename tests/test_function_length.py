@@ -17,7 +17,6 @@ SKIP = {".venv", "bench", "migrations", "tests", "node_modules"}
 KNOWN_LONGER = {
     "runs/read/freshness.py:public_page": 91,
     "runs/read/freshness.py:wrapper": 79,
-    "kirunner/harness.py:memory_cpu": 61,
 }
 
 

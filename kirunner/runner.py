@@ -314,9 +314,7 @@ def _run(
     payload["workload"] = _workload_doc(spec_job, wl, ran, unused)
 
     progress(f"building {spec_job['provider']} {spec.name} at {ran}")
-    before = torch.cuda.memory_allocated(device) if device_type == "cuda" else 0
-    impl = _build(payload, spec, spec_job, ran, device)
-    module_bytes = torch.cuda.memory_allocated(device) - before if device_type == "cuda" else 0
+    impl, module_bytes = _build(payload, spec, spec_job, ran, device)
 
     # 48 bits: the seed is signed as a JSON number, which must stay below 2**53.
     seed = secrets.randbits(48) if seed is None else seed
@@ -330,16 +328,7 @@ def _run(
     progress(
         f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
     )
-    case = _Case(
-        spec,
-        impl,
-        ran,
-        device,
-        spec_job["pass"],
-        seed,
-        spec_job["quantiles"],
-        module_bytes,
-    )
+    case = _Case(spec, impl, ran, device, spec_job, seed, module_bytes)
     if spec_job["metric"] == "latency":
         measured = _latency(case, rep, cpu_max_samples, progress)
     else:
@@ -394,9 +383,15 @@ def _workload_doc(
 
 def _build(
     payload: dict[str, Any], spec: Any, spec_job: dict[str, Any], ran: dict[str, Any], device: Any
-) -> Any:
+) -> tuple[Any, int]:
+    """The implementation, and the bytes building it allocated on the GPU (its weights)."""
+    import torch
+
     revision = spec_job["revision"]
+    cuda = device.type == "cuda"
+    before = torch.cuda.memory_allocated(device) if cuda else 0
     impl = spec.build(ran, spec_job["provider"], device, revision)
+    module_bytes = torch.cuda.memory_allocated(device) - before if cuda else 0
     impl_json = impl.info.as_json()
     if spec_job["provider"] == "liger":
         impl_json["requestedRevision"] = revision
@@ -407,7 +402,7 @@ def _build(
         # The release was imported from KIRUNNER_LIGER_ROOT, which package metadata
         # read at environment capture could not see.
         payload["environment"]["ligerKernel"] = impl.info.used_revision
-    return impl
+    return impl, module_bytes
 
 
 def _rep(spec: Any, spec_job: dict[str, Any], rep_override: float | None) -> tuple[float, str]:
@@ -423,10 +418,10 @@ class _Case:
     the device, the pass, the job's seed, the quantiles asked for and the bytes building the
     module allocated (its weights)."""
 
-    def __init__(self, spec, impl, ran, device, mode, seed, quantiles, module_bytes) -> None:
+    def __init__(self, spec, impl, ran, device, spec_job, seed, module_bytes) -> None:
         self.spec, self.impl, self.ran, self.device = spec, impl, ran, device
-        self.mode, self.seed, self.quantiles = mode, seed, quantiles
-        self.module_bytes = module_bytes
+        self.mode, self.quantiles = spec_job["pass"], spec_job["quantiles"]
+        self.seed, self.module_bytes = seed, module_bytes
 
     def generator(self) -> Any:
         import torch

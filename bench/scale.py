@@ -16,7 +16,9 @@ For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m,
    size, against a plain COPY of the same rows into a scratch table shaped like runs_run, both
    in one transaction that is rolled back (the database keeps its size).
 3. Query count per request of every page kind, in process (django.test.Client), uncached and
-   cached; the data-fingerprint query (once per process every FINGERPRINT_TTL s) not counted.
+   cached (the versions query of each request counted); and, page cache on, the first request
+   of the home page, browse and two run pages after one pending attestation and one job claim
+   on one of those runs (rolled back).
 4. HTTP: gunicorn with 2 sync workers and DEBUG=0, a load of 16 concurrent connections from
    threads of this process; each page kind in short windows alternating with windows of the
    trivial view /healthz, uncached (PAGE_CACHE_SECONDS=0) and cached (repeated anonymous GET).
@@ -64,6 +66,7 @@ CONNECTIONS = 16
 WINDOW = 1.5  # seconds of one measurement window; page and trivial windows alternate
 CLIENT_TIMEOUT = 40  # above gunicorn's 30 s worker timeout: the server gives up first
 MEASURE_COPY = 999  # copy number of the rows ingested and rolled back; never built
+RANDOM_RUNS = 2000  # runs drawn for the random-run row: each request of a window another run
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -190,6 +193,23 @@ def pages_table(sizes: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def after_write_table(sizes: list[dict]) -> str:
+    """In-process ms of the first request of each page after one write, per size."""
+    lines = [
+        "### First request after one write (in process, page cache on; ms, and hit or miss)",
+        "",
+        "| size | write | "
+        + " | ".join(next(iter(sizes[0].get("after_write", {}).values()), {}))
+        + " |",
+    ]
+    lines.append("|" + "---|" * (lines[-1].count("|") - 1))
+    for s in sizes:
+        for write, figures in s.get("after_write", {}).items():
+            cells = [f"{f['ms']:.1f} ({f['cache']})" for f in figures.values()]
+            lines.append(f"| {s['label']} | {write} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def ingest_table(sizes: list[dict]) -> str:
     lines = [
         "| size | runs | rows ingested | ingest s | ingest rows/s | COPY rows/s | ingest/COPY | "
@@ -271,6 +291,8 @@ def report(sizes: list[dict], args) -> str:
         pages_table(sizes),
         "",
         "Pages: " + "; ".join(f"{name}: `{' '.join(urls)}`" for name, urls in sizes[-1]["urls"]),
+        "",
+        after_write_table(sizes),
         "",
         f"### Indexes on runs_run at {sizes[-1]['label']} ({sizes[-1]['runs']:,} runs)",
         "",
@@ -437,6 +459,11 @@ def pick_pages() -> list[tuple[str, list[str]]]:
     return [
         ("run page", [f"/runs/{EXAMPLE}/"]),
         ("run page, 3 others", others),
+        ("run page, random run each request", [f"/runs/{pid}/" for pid in random_runs()]),
+        ("Atom feed", ["/feeds/runs.atom"]),
+        ("source page", [f"/sources/{CI_SLUG}/"]),
+        ("ledger page", [f"/sources/{CI_SLUG}/ledger/"]),
+        ("GPU page", [f"/gpus/{gpu}/"]),
         ("benchmark page", [f"/benchmarks/{bench}/"]),
         ("group page", [f"/groups/{example.group.key.removeprefix('sha256:')[:16]}/"]),
         ("browse, 2 filters", [f"/runs/?{two}"]),
@@ -450,6 +477,76 @@ def pick_pages() -> list[tuple[str, list[str]]]:
     ]
 
 
+def random_runs(n: int = RANDOM_RUNS) -> list[str]:
+    """Public ids of `n` current runs drawn at random from the whole index (a fixed seed, so
+    each size draws its own sample the same way every time): readers arriving from links."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(0.19)")
+        cursor.execute(
+            "SELECT public_id FROM runs_run WHERE is_current ORDER BY random() LIMIT %s", [n]
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def after_write() -> dict[str, dict]:
+    """In process, page cache on: the first request of the home page, browse, the written run's
+    page and another run's page after one write of each kind, all pages warm before it. Each
+    write is rolled back at the end (the database keeps its state)."""
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+    from django.test import Client
+    from django.test.utils import override_settings
+
+    from attestations.models import Attestation
+    from reruns.models import RerunJob
+    from runs.models import Run
+
+    a, b = random_runs(2)
+    run = Run.objects.public().get(public_id=a)
+    urls = {
+        "home": "/",
+        "browse": "/runs/",
+        "written run": f"/runs/{a}/",
+        "other run": f"/runs/{b}/",
+    }
+    writes = {
+        "attestation (pending note)": lambda user: Attestation.objects.create(
+            run=run, author=user, kind="note", body="bench"
+        ),
+        "job claim": lambda user: RerunJob.objects.filter(
+            pk=RerunJob.objects.create(run=run, gpu_class="h100", state="queued").pk
+        ).update(state="running", attempts=1, worker="bench:1"),
+    }
+    client, out = Client(), {}
+
+    class Rollback(Exception):
+        pass
+
+    with override_settings(PAGE_CACHE_SECONDS=300):
+        for name, write in writes.items():
+            try:
+                with transaction.atomic():
+                    user = get_user_model().objects.create_user(f"bench-{name[:8]}")
+                    for url in urls.values():
+                        client.get(url)
+                    write(user)
+                    figures = {}
+                    for label, url in urls.items():
+                        start = time.perf_counter()
+                        response = client.get(url)
+                        figures[label] = {
+                            "ms": (time.perf_counter() - start) * 1000,
+                            "cache": response.get("X-Page-Cache", ""),
+                        }
+                    out[name] = figures
+                    raise Rollback
+            except Rollback:
+                pass
+    return out
+
+
 def count_queries(pages) -> dict[str, dict]:
     from django.db import connection
     from django.test import Client
@@ -457,28 +554,29 @@ def count_queries(pages) -> dict[str, dict]:
 
     client = Client()
     out = {}
-    with override_settings(FINGERPRINT_TTL=3600):
-        for name, urls in pages:
-            url = urls[0]
-            with override_settings(PAGE_CACHE_SECONDS=0):
-                client.get(url)  # per-process catalogue caches warm, as in a running server
-                with CaptureQueriesContext(connection) as ctx:
-                    start = time.perf_counter()
-                    status = client.get(url).status_code
-                    ms = (time.perf_counter() - start) * 1000
-                # Counted now: the next request's request_started empties the query log.
-                uncached = len(ctx.captured_queries)
-            with override_settings(PAGE_CACHE_SECONDS=300):
-                client.get(url)  # stores the page
-                with CaptureQueriesContext(connection) as ctx:
-                    client.get(url)
-                cached = len(ctx.captured_queries)
-            out[name] = {
-                "uncached": uncached,
-                "cached": cached,
-                "status": status,
-                "inprocess_ms": ms,
-            }
+    for name, urls in pages:
+        # The second URL for the random-run row: the first one warmed the process, as in a
+        # running server, and this one is a run the process has not shown yet.
+        url, warm = (urls[1], urls[0]) if len(urls) > 20 else (urls[0], urls[0])
+        with override_settings(PAGE_CACHE_SECONDS=0):
+            client.get(warm)
+            with CaptureQueriesContext(connection) as ctx:
+                start = time.perf_counter()
+                status = client.get(url).status_code
+                ms = (time.perf_counter() - start) * 1000
+            # Counted now: the next request's request_started empties the query log.
+            uncached = len(ctx.captured_queries)
+        with override_settings(PAGE_CACHE_SECONDS=300):
+            client.get(url)  # stores the page
+            with CaptureQueriesContext(connection) as ctx:
+                client.get(url)
+            cached = len(ctx.captured_queries)
+        out[name] = {
+            "uncached": uncached,
+            "cached": cached,
+            "status": status,
+            "inprocess_ms": ms,
+        }
     return out
 
 
@@ -683,6 +781,11 @@ def one_size(args) -> None:
     )
     pages = pick_pages()
     queries = count_queries(pages)
+    writes = after_write()
+    for write, figures in writes.items():
+        print(f"  after one {write}: " + ", ".join(
+            f"{label} {f['ms']:.0f} ms ({f['cache']})" for label, f in figures.items()
+        ), flush=True)  # fmt: skip
     http_rows = measure_http(url, pages, args.seconds, static_root)
     for row in http_rows:
         q = queries[row["page"]]
@@ -698,7 +801,8 @@ def one_size(args) -> None:
         "ingest": ingest_result,
         "pages": http_rows,
         "queries": queries,
-        "urls": pages,
+        "after_write": writes,
+        "urls": [(name, paths[:3]) for name, paths in pages],
         "indexes": index_rows,
         "table_mb": table_mb,
         "explain": explain(),

@@ -16,10 +16,11 @@ sources and then calls every registered loader in order, so runs never calls ano
 command by name.
 
 A panel is a template and a function that gives it its context. The function runs once per
-uncached page view, so it should cost a fixed number of queries whatever the data size. A
-panel that declares `same_for_every_anonymous_reader` (its output for a reader who is not
-signed in depends on the run and the data only: no form, no message, no per-reader state) is
-rendered once per run and data change for them and kept in the process's fragment cache.
+uncached page view, so it should cost a fixed number of queries whatever the data size, and
+none for a run nothing was written about (`run.activity == 0`, runs.read.freshness). A panel
+declares `same_for_every_anonymous_reader` when its output for a reader who is not signed in
+depends on the run and the versions the run page reads only (no form, no message, no
+per-reader state): the page it is on is then shared in the page cache like any other.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
-
-from runs.read.freshness import cached_per_data_change
 
 # Where on the run page a panel goes: inside the Evidence section, under the level and its
 # verdict; or as a section of its own after the measurements.
@@ -119,15 +118,7 @@ class RunExtensions:
         return [self._render(p, request, benchmark) for p in self.panels(BENCHMARK_SLOT)]
 
     def _render(self, panel: RunPanel, request: HttpRequest, subject) -> SafeString:
-        def render() -> SafeString:
-            return render_to_string(
-                panel.template, panel.context(request, subject), request=request
-            )
-
-        if panel.same_for_every_anonymous_reader and not request.user.is_authenticated:
-            key = f"panel:{panel.name}:{panel.slot}:{subject.pk}"
-            return cached_per_data_change(key, render, using="fragments")
-        return render()
+        return render_to_string(panel.template, panel.context(request, subject), request=request)
 
 
 run_extensions = RunExtensions()

@@ -232,6 +232,19 @@ class LedgerQuerySet(AppendOnlyQuerySet):
         """The source's entries, newest first (the model's order), with what each names."""
         return self.filter(source=source).select_related("publication", "rewrite_of")
 
+    def page_of(self, source, before: int | None, size: int) -> list:
+        """Up to size + 1 of the source's entries, newest first, older than entry `before`
+        (its id) where given: a keyset page on (source, -imported_at), the same few rows read
+        however long the ledger is (the extra row says whether there is an older page)."""
+        entries = self.of_source(source).order_by("-imported_at", "-id")
+        if before is not None:
+            at = self.filter(source=source, pk=before).values_list("imported_at", flat=True)
+            entries = entries.filter(
+                models.Q(imported_at__lt=models.Subquery(at))
+                | models.Q(imported_at=models.Subquery(at), id__lt=before)
+            )
+        return list(entries[: size + 1])
+
     def last_per_source(self) -> dict[int, object]:
         """{source id: time of its newest entry}: the home page's "last import"."""
         rows = self.order_by().values_list("source").annotate(last=models.Max("imported_at"))
@@ -447,19 +460,24 @@ class Run(models.Model):
         return reverse("runs:detail", args=[self.public_id])
 
 
-class DataVersion(models.Model):
-    """One row whose value moves with every write to a table public pages read.
+class Version(models.Model):
+    """How many times what one scope of the public pages shows has been written: "data" (run
+    data), "activity" and "activity:unscoped" (community and rerun writes), "run:<public id>"
+    (writes about one run). runs/read/freshness.py says which write moves which and which page
+    reads which.
 
-    Database triggers (runs.read.freshness.triggers_install, run after every migrate) bump it in the
-    same transaction as the write, whatever made it: save(), update(), bulk_create, COPY or raw
-    SQL. The page cache is keyed by it, so no write path can forget to retire cached pages.
+    Database triggers (freshness.triggers_install, run after every migrate) move the rows in
+    the same transaction as the write, whatever made it: save(), update(), bulk_create, COPY
+    or raw SQL. Pages are cached under the versions they read, so no write path can forget
+    to retire a page, and a write retires only the pages that read what it wrote.
     """
 
+    scope = models.CharField(max_length=64, primary_key=True)
     value = models.BigIntegerField(default=0)
     changed_at = models.DateTimeField(null=True)
 
     def __str__(self) -> str:
-        return f"data version {self.value}"
+        return f"{self.scope} version {self.value}"
 
 
 # Evidence history.

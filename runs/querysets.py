@@ -61,27 +61,21 @@ class RunQuerySet(models.QuerySet):
         counts["benchmark_source"] = {b: source for b, (_, source) in main.items()}
         return counts
 
-    def count_per_gpu_benchmark(self) -> dict[int, dict[int, int]]:
-        """{gpu id: {benchmark id: runs}}: a GPU page's list, from one grouped scan."""
-        rows = self.order_by().values_list("environment__gpu", "benchmark")
-        per_gpu: dict = {}
-        for gpu, benchmark, n in rows.annotate(n=Count("id")):
-            per_gpu.setdefault(gpu, {})[benchmark] = n
-        return per_gpu
+    def count_per_benchmark_on(self, gpu) -> dict[int, int]:
+        """{benchmark id: runs} on this GPU (a GPU page's list): the runs of the GPU's
+        environments only, from their index."""
+        environments = list(gpu.environments.values_list("id", flat=True))
+        rows = self.filter(environment_id__in=environments).order_by().values_list("benchmark")
+        return dict(rows.annotate(n=Count("id")))
 
-    def count_per_source(self) -> dict[int, dict[str, int]]:
-        """{source id: current, total and revised runs}, from one grouped scan of every
-        revision (not only current ones: a source page counts what it revised)."""
-        rows = (
-            self.order_by()
-            .values_list("source")
-            .annotate(
-                current=Count("id", filter=Q(is_current=True)),
-                total=Count("id"),
-                revised=Count("id", filter=Q(revision__gt=1)),
-            )
+    def count_of_source(self, source) -> dict[str, int]:
+        """The source's current, total and revised runs (every revision: a source page counts
+        what it revised), from its own runs only."""
+        return self.filter(source=source).aggregate(
+            current=Count("id", filter=Q(is_current=True)),
+            total=Count("id"),
+            revised=Count("id", filter=Q(revision__gt=1)),
         )
-        return {source: {"current": c, "total": t, "revised": r} for source, c, t, r in rows}
 
     def in_groups(self, groups) -> RunQuerySet:
         """Runs of these comparison groups (ids, or one group in a list)."""
@@ -116,9 +110,23 @@ class RunQuerySet(models.QuerySet):
         provider key)."""
         return self.select_related("group", "implementation")
 
+    def with_catalogue(self) -> RunQuerySet:
+        """With the small catalogue rows every run points into (source, publication, benchmark,
+        implementation and project, protocol, environment and GPU): joined on each query, not
+        kept between requests."""
+        return self.select_related(
+            "source",
+            "publication",
+            "benchmark",
+            "implementation__project",
+            "protocol",
+            "environment__gpu",
+        )
+
     def for_run_page(self) -> RunQuerySet:
-        """What a run's own pages read beside it: the workload and the comparison group."""
-        return self.select_related("workload", "group")
+        """What a run's own pages read beside it: the catalogue, the workload and the group,
+        in the one query that finds the run."""
+        return self.with_catalogue().select_related("workload", "group")
 
     def with_related(self) -> RunQuerySet:
         return self.select_related(
@@ -150,8 +158,10 @@ class RunQuerySet(models.QuerySet):
         """Runs as tables and charts show them: with the workload (for its parameters), without
         the JSON that only a run's own page reads. Decoding each row's spec, labels and
         metrics cost a benchmark page most of its time."""
-        return self.select_related("workload").defer(
-            "spec", "labels", "source_metrics", "workload__spec", "workload__tensors"
+        return (
+            self.with_catalogue()
+            .select_related("workload")
+            .defer("spec", "labels", "source_metrics", "workload__spec", "workload__tensors")
         )
 
     def history_of(self, run) -> RunQuerySet:

@@ -145,7 +145,6 @@ def test_tables_kept_per_data_change_show_a_change_at_once(client, settings):
     is on the next page. A view asked for again reads the benchmark, the data version and the
     detected changes only."""
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
     bench = BenchmarkFactory(slug="rms_norm")
     run = RunFactory(benchmark=bench, rank=1, median=123_400)
     assert "123.4 µs" in text_of(client.get("/benchmarks/rms_norm/"))

@@ -228,7 +228,6 @@ def test_panels_kept_for_anonymous_readers_follow_the_data_and_never_reach_signe
     from tests.factories_reruns import job_for
 
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
     run = RunFactory()
     url = f"/runs/{run.public_id}/"
     assert "No controlled reruns yet." in client.get(url).content.decode()

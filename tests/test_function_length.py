@@ -19,8 +19,6 @@ KNOWN_LONGER = {
     "kirunner/runner.py:_run": 184,
     "runs/evidence.py:outcome_decide": 137,
     "reruns/services.py:result_record": 119,
-    "runs/read/freshness.py:public_page": 91,
-    "runs/read/freshness.py:wrapper": 79,
     "kirunner/check.py:run_check": 69,
     "reruns/services.py:_record": 70,
     "reruns/controlled.py:controlled_record": 66,

@@ -168,9 +168,6 @@ def test_cell_history_across_publications_is_plotted(client):
 
 def test_evidence_badge_explains_itself(client, example_run):
     Run.objects.filter(pk=example_run.pk).update(evidence=Evidence.REPRODUCED)
-    from runs.read.freshness import data_changed
-
-    data_changed()  # an update() sends no signal; the evidence service calls this
     html = client.get(f"/runs/{example_run.public_id}/").content.decode()
     assert 'class="badge evidence evidence-reproduced"' in html
     assert "reproduced the median within tolerance" in html
@@ -291,7 +288,6 @@ def test_a_data_change_shows_at_once_on_an_uncached_run_page(client, settings):
     """The page's data sections are cached per data change: a new point in the cell's history
     or a new evidence level is on the next page, not an hour later."""
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0  # read the data version on every request, as after 2 s
     ci = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI benchmarks")
     first = RunFactory(
         source=ci, publication=PublicationFactory(source=ci, slug="c1", sequence=1), rank=1

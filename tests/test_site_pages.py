@@ -74,7 +74,6 @@ def test_gpu_and_source_counts_come_once_per_data_change_and_move_with_it(
     from django.test.utils import CaptureQueriesContext
 
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
 
     def page(url):
         with CaptureQueriesContext(connection) as ctx:

@@ -27,9 +27,9 @@ from rest_framework.views import APIView
 from kernelindex.schema import ERRORS
 from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
-from runs.read import exports, memo
+from runs.read import exports
 from runs.read.filters import ORDERINGS, RunFilter
-from runs.read.freshness import kept_per_data_change, public_page
+from runs.read.page_cache import public_page
 
 CONTROL_PARAMS = {"format"}
 PAGE_PARAMS = {"cursor", "page_size"}
@@ -118,17 +118,7 @@ class StrictQueryMixin:
 
 
 def _runs():
-    # The catalogue relations come from runs.read.memo (see AttachCatalogueMixin), not from joins.
-    return Run.objects.public().select_related("workload", "group")
-
-
-class AttachCatalogueMixin:
-    # Attach the shared catalogue rows to the runs about to be serialised.
-
-    def get_serializer(self, *args, **kwargs):
-        if args:
-            memo.attach(args[0] if isinstance(args[0], list) else [args[0]])
-        return super().get_serializer(*args, **kwargs)
+    return Run.objects.public().for_run_page()
 
 
 @method_decorator(public_page, name="dispatch")
@@ -136,7 +126,7 @@ class AttachCatalogueMixin:
     summary="List current runs",
     description="Current runs, newest import first. Filter with the same parameters as the /runs/ page (benchmark, implementation, gpu, timed_pass, metric, dtype, source, evidence, q) and sort with ordering. Follow the next link for the following page.",
 )
-class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
+class RunList(StrictQueryMixin, generics.ListAPIView):
     """Current runs, newest import first; filter with the same parameters as /runs/."""
 
     serializer_class = s.RunSerializer
@@ -147,10 +137,9 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
         return Run.objects.public()
 
     def list(self, request, *args, **kwargs):
-        # Each run as the list shows it is kept per data change, so fifty runs cost one lookup
-        # rather than fifty model instances through the serializer.
+        # The page's ids and sort keys first, then its fifty runs whole in one query.
         page = self.page_keys()
-        shown = kept_per_data_change("api-run", [run["id"] for run in page], self._represent)
+        shown = self._represent([run["id"] for run in page])
         # A run deleted between the two queries is left out.
         return self.get_paginated_response([shown[r["id"]] for r in page if r["id"] in shown])
 
@@ -165,7 +154,7 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     def _represent(self, ids: list[int]) -> dict[int, dict]:
         # Not limited to current runs: the page was current a moment ago. No spec, labels or
         # metrics in the list: their JSON stays undecoded.
-        runs = list(Run.objects.for_listing().select_related("group").filter(pk__in=ids))
+        runs = list(Run.objects.filter(pk__in=ids).for_listing().select_related("group"))
         data = self.get_serializer(runs, many=True).data
         return {run.pk: one for run, one in zip(runs, data, strict=True)}
 
@@ -175,7 +164,7 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     summary="Get one run",
     description="One current run by its 8-character public id (as in /runs/<id>/), with its workload, implementation, protocol, environment, medians and evidence level.",
 )
-class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView):
+class RunDetail(StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.RunDetailSerializer
     lookup_field = "public_id"
 
@@ -210,7 +199,6 @@ class RunLookup(StrictQueryMixin, APIView):
         run = _runs().filter(source__slug=source, external_id=external_id).first()
         if run is None:
             raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
-        memo.attach([run])
         return Response(s.RunDetailSerializer(run).data)
 
 

@@ -1,7 +1,6 @@
-"""The parts of a run page that stay the same until the data changes: the cell's history
-around this run (and its chart) and the canonical manifest. Each is computed on first use
-after a data change and then read from the shared cache under the data fingerprint, so a run
-page costs the same whether its cell has 3 publications or 3,000.
+"""The parts of a run page beside the run itself: the cell's history around this run (and its
+chart) and the canonical manifest. Each is a few queries on indexes, computed on every
+uncached view; the history reads a window around the run, not the whole cell.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
 from runs.models import EvidenceEvent, Run
 from runs.pages import charts, history_chart
-from runs.read.freshness import cached_per_data_change
 
 # Points of the cell's history shown on the run page: the run and its neighbours, up to this
 # many in all; the history page (/runs/<id>/history/) pages through every one.
@@ -27,7 +25,7 @@ def history(run: Run) -> dict:
     """Up to HISTORY_SHOWN points of the cell's history around this run, oldest first, how
     many there are in all and from which sources, their chart, and the changes detected
     among them (runs/changes/)."""
-    return cached_per_data_change(f"run-history:{run.pk}", lambda: _history(run))
+    return _history(run)
 
 
 def _history(run: Run) -> dict:
@@ -118,9 +116,5 @@ def _rerun(run: Run) -> history_chart.Rerun | None:
 
 
 def manifest_json(run: Run) -> str:
-    """The manifest as the page shows it. A run row's documents never change in place (a
-    changed upstream row is a new revision), so the fingerprint is only there for safety."""
-    return cached_per_data_change(
-        f"run-manifest:{run.pk}:{run.digest}",
-        lambda: json.dumps(run_manifest(run), indent=2, ensure_ascii=False),
-    )
+    """The manifest as the page shows it."""
+    return json.dumps(run_manifest(run), indent=2, ensure_ascii=False)

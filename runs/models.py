@@ -313,7 +313,7 @@ class ComparisonGroup(models.Model):
     """
 
     key = models.CharField(max_length=DIGEST_LENGTH, unique=True)
-    cell_key = models.CharField(max_length=DIGEST_LENGTH, db_index=True)
+    cell_key = models.CharField(max_length=DIGEST_LENGTH)
     publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="groups")
     benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="groups")
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="groups")
@@ -326,6 +326,13 @@ class ComparisonGroup(models.Model):
 
     objects = ComparisonGroupQuerySet.as_manager()
 
+    class Meta:
+        indexes = [
+            # A run page's history: the ids of the cell's groups (one per publication), read
+            # from the index alone, not from one table page per group.
+            models.Index(fields=["cell_key"], include=["id"], name="group_cell_ids"),
+        ]
+
     def __str__(self) -> str:
         return f"{self.benchmark.slug} {self.timed_pass} {self.metric} · {self.workload.label}"
 
@@ -335,6 +342,18 @@ class ComparisonGroup(models.Model):
 
 # The rows every public read is limited to (RunQuerySet.public).
 CURRENT = models.Q(is_current=True)
+# What a cell's history reads of each run (RunQuerySet.history_of, runs/pages/run_parts.py),
+# beside the group in run_group_rank (PostgreSQL's INCLUDE; other databases ignore it).
+HISTORY_COLUMNS = [
+    "is_current",
+    "implementation",
+    "observed_at",
+    "median",
+    "public_id",
+    "publication",
+    "source",
+    "id",
+]
 
 
 class Run(models.Model):
@@ -420,8 +439,14 @@ class Run(models.Model):
         # The unique constraints above serve public_id (run page, revision manifests, new ids)
         # and (source, external_id) (the pipeline's lookup of existing rows, the API lookup).
         indexes = [
-            # Group page and the run page's leader: runs of a group in rank order.
-            models.Index(fields=["group", "rank"], name="run_group_rank"),
+            # Group page and the run page's leader: runs of a group in rank order. With the
+            # columns a run page's cell history reads, so that query is an index-only scan of
+            # the cell's groups (one probe per publication), never a visit to the table.
+            models.Index(
+                fields=["group", "rank"],
+                include=HISTORY_COLUMNS,
+                name="run_group_rank",
+            ),
             # The browse/API `benchmark` filter and `q` on benchmark names, sorted by the default
             # (newest observed) or by median: a benchmark's runs in page order, so a second
             # filter discards a few rows of that benchmark, not thousands of every other one.

@@ -259,11 +259,13 @@ def test_listed_runs_are_the_serializer_s_representation(client, settings):
     from rest_framework.renderers import JSONRenderer
 
     from runs.api.serializers import RunSerializer
+    from runs.read import catalogue
 
     settings.PAGE_CACHE_SECONDS = 0
     RunFactory.create_batch(12)
     RunFactory(rank=None)
     expected_runs = list(Run.objects.public().for_run_page().order_by("-id"))
+    catalogue.attach(expected_runs)
     expected = [dict(d) for d in RunSerializer(expected_runs, many=True).data]
     cold = client.get("/api/v1/runs/?page_size=20").json()["results"]
     warm = client.get("/api/v1/runs/?page_size=20").json()["results"]

@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 from kernelindex.schema import ERRORS
 from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
-from runs.read import exports
+from runs.read import catalogue, exports
 from runs.read.filters import ORDERINGS, RunFilter
 from runs.read.page_cache import public_page
 
@@ -118,7 +118,17 @@ class StrictQueryMixin:
 
 
 def _runs():
+    # The catalogue relations come from runs.read.catalogue (see AttachCatalogueMixin).
     return Run.objects.public().for_run_page()
+
+
+class AttachCatalogueMixin:
+    # Attach the catalogue rows to the runs about to be serialised.
+
+    def get_serializer(self, *args, **kwargs):
+        if args:
+            catalogue.attach(args[0] if isinstance(args[0], list) else [args[0]])
+        return super().get_serializer(*args, **kwargs)
 
 
 @method_decorator(public_page, name="dispatch")
@@ -126,7 +136,7 @@ def _runs():
     summary="List current runs",
     description="Current runs, newest import first. Filter with the same parameters as the /runs/ page (benchmark, implementation, gpu, timed_pass, metric, dtype, source, evidence, q) and sort with ordering. Follow the next link for the following page.",
 )
-class RunList(StrictQueryMixin, generics.ListAPIView):
+class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     """Current runs, newest import first; filter with the same parameters as /runs/."""
 
     serializer_class = s.RunSerializer
@@ -164,7 +174,7 @@ class RunList(StrictQueryMixin, generics.ListAPIView):
     summary="Get one run",
     description="One current run by its 8-character public id (as in /runs/<id>/), with its workload, implementation, protocol, environment, medians and evidence level.",
 )
-class RunDetail(StrictQueryMixin, generics.RetrieveAPIView):
+class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView):
     serializer_class = s.RunDetailSerializer
     lookup_field = "public_id"
 
@@ -199,6 +209,7 @@ class RunLookup(StrictQueryMixin, APIView):
         run = _runs().filter(source__slug=source, external_id=external_id).first()
         if run is None:
             raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
+        catalogue.attach([run])
         return Response(s.RunDetailSerializer(run).data)
 
 

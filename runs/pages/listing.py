@@ -17,6 +17,7 @@ from django.utils.html import escape, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.models import Benchmark, Environment, Gpu, Run, Source
+from runs.read import catalogue
 from runs.read.filters import RunFilter
 from runs.read.freshness import DATA, kept
 
@@ -34,6 +35,7 @@ def table_rows(runs: Iterable[Run]) -> SafeString:
     partial = [pk for pk, run in given.items() if not _complete(run)]
     if partial:
         given.update({run.pk: run for run in Run.objects.filter(pk__in=partial).for_listing()})
+    catalogue.attach(given.values())
     template = get_template(ROW_TEMPLATE)
     return mark_safe(
         "".join(template.render({"r": run}) for run in given.values() if _complete(run))

@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 from runs.changes.models import CellChange, CellSeries
 from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
-from runs.models import EvidenceEvent, Run
+from runs.models import Evidence, EvidenceEvent, Run
 from runs.pages import charts, history_chart
 
 # Points of the cell's history shown on the run page: the run and its neighbours, up to this
@@ -104,6 +104,8 @@ def _judged(run: Run, points: list[dict]) -> dict:
 
 def _rerun(run: Run) -> history_chart.Rerun | None:
     """The newest controlled rerun's median of this run, for the chart (another mark)."""
+    if run.evidence == Evidence.REPORTED and run.revision == 1:
+        return None  # every rerun's evidence event moves the level: this run has had none
     row = (
         EvidenceEvent.objects.filter(run__public_id=run.public_id, controlled_run__isnull=False)
         .order_by("-created_at", "-id")

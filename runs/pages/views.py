@@ -33,7 +33,7 @@ from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
 from runs.pages.compare import comparability, spec_diff
 from runs.pages.home import benchmark_groups
 from runs.pages.ledger import ledger_lines, upstream_file
-from runs.read import freshness
+from runs.read import catalogue, freshness
 from runs.read.browse import BadQuery, browse
 from runs.read.filters import RunFilter
 from runs.read.freshness import DATA, kept
@@ -47,7 +47,9 @@ def _canonical(request: HttpRequest) -> str:
 
 
 def _current_run(public_id: str) -> Run:
-    return Run.objects.for_run_page().current_or_404(public_id)
+    run = Run.objects.for_run_page().current_or_404(public_id)
+    catalogue.attach([run])
+    return run
 
 
 @require_safe
@@ -59,7 +61,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
-    latest = list(Run.objects.public().with_workload().with_catalogue().newest()[:10])
+    latest = list(Run.objects.public().with_workload().newest()[:10])
+    catalogue.attach(latest)
     # The catalogue with its counts reads the run data only (a scan of every current run): it
     # is kept under the data version, so only an ingest or an evidence change recomputes it.
     return render(
@@ -76,7 +79,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def _home_catalogue() -> dict:
     """Benchmarks, GPUs and sources with their runs, and the totals."""
     counts = Run.objects.public().home_counts()
-    catalogue = {
+    lists = {
         "benchmark": sorted(Benchmark.objects.all(), key=attrgetter("title")),
         "gpu": list(Gpu.objects.all()),  # the model's order: vendor, product, form factor
         "source": sorted(Source.objects.all(), key=attrgetter("name")),
@@ -88,17 +91,17 @@ def _home_catalogue() -> dict:
             row.n = counts[by].get(row.pk, 0)
         return found
 
-    sources = counted(catalogue["source"], "source", every=True)
+    sources = counted(lists["source"], "source", every=True)
     last_import = ImportRecord.objects.last_per_source()
     for source in sources:
         source.last = last_import.get(source.pk)
     return {
         "benchmark_groups": benchmark_groups(
-            counted(catalogue["benchmark"], "benchmark"),
+            counted(lists["benchmark"], "benchmark"),
             counts.get("benchmark_source", {}),
-            {s.pk: s.name for s in catalogue["source"]},
+            {s.pk: s.name for s in lists["source"]},
         ),
-        "gpus": counted(catalogue["gpu"], "gpu"),
+        "gpus": counted(lists["gpu"], "gpu"),
         "sources": sources,
         "totals": {"n": counts["total"], "first": counts["first"]},
         "groups": ComparisonGroup.objects.count(),
@@ -261,6 +264,7 @@ def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     # Every GPU, pass and metric a source measured, each from its newest publication.
     groups = ComparisonGroup.objects.newest_per_view(benchmark=benchmark)
     runs = list(Run.objects.public().in_groups(groups).for_listing().by_cell())
+    catalogue.attach(runs)
     panels = benchmark_panels(benchmark, runs)
     shown = {p.publication.pk: p.publication for p in panels}
     context = {"benchmark": benchmark, "shown": sorted(shown.values(), key=_publication_order)}
@@ -290,7 +294,8 @@ def _mark_host_dominated(runs: list[Run]) -> None:
 @public_page
 def group_detail(request: HttpRequest, key: str) -> HttpResponse:
     group = ComparisonGroup.objects.with_related().by_key_prefix_or_404(key)
-    runs = list(Run.objects.public().in_groups([group]).with_catalogue().ranked())
+    runs = list(Run.objects.public().in_groups([group]).ranked())
+    catalogue.attach(runs)
     values = [r.median for r in runs]
     unit = runs[0].unit if runs else "ns"
     factor, unit_name = charts.unit_scale(unit, values)

@@ -39,7 +39,8 @@ def attach(runs: Iterable[Run]) -> None:
     """Point each run's catalogue relations at rows fetched for these runs only: one query per
     table on the primary key, whatever the number of runs (nothing kept between requests).
     A run's source is its publication's (the pipeline writes both from one source)."""
-    runs = list(runs)
+    # Runs whose rows are already attached (a page passes them on to its table) ask nothing.
+    runs = [run for run in runs if "publication" not in run._state.fields_cache]
     if not runs:
         return
     rows = {

@@ -196,3 +196,21 @@ def test_kept_values_follow_their_versions():
     job_for(RunFactory())  # moves data (a run) and then activity (a job)
     assert freshness.kept("t", [freshness.DATA], compute) == 2
     assert freshness.kept("t", [freshness.DATA], compute) == 2
+
+
+def test_the_first_home_page_after_a_job_claim_counts_nothing_again(client, settings):
+    """The home page's counts read the run data only: a write about one run leaves them kept,
+    so the next reader of the home page (page cache off) scans no runs."""
+    from django.test.utils import CaptureQueriesContext
+
+    settings.PAGE_CACHE_SECONDS = 0
+    job = job_for(RunFactory())
+    client.get("/")
+    rerun_claim(job_pk=job.pk)
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/").status_code == 200
+    assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+    RunFactory()  # an ingest's write: the counts are computed again, once
+    with CaptureQueriesContext(connection) as ctx:
+        client.get("/")
+    assert [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]

@@ -67,6 +67,7 @@ WINDOW = 1.5  # seconds of one measurement window; page and trivial windows alte
 CLIENT_TIMEOUT = 40  # above gunicorn's 30 s worker timeout: the server gives up first
 MEASURE_COPY = 999  # copy number of the rows ingested and rolled back; never built
 RANDOM_RUNS = 2000  # runs drawn for the random-run row: each request of a window another run
+SMALL_CI_RUN = "b6ed735"  # the smallest CI run (54 rows): the ingest of the after-write figures
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -492,7 +493,8 @@ def random_runs(n: int = RANDOM_RUNS) -> list[str]:
 
 def after_write() -> dict[str, dict]:
     """In process, page cache on: the first request of the home page, browse, the written run's
-    page and another run's page after one write of each kind, all pages warm before it. Each
+    page and another run's page after one write of each kind (a pending attestation and a job
+    claim on the written run, an ingest of one small CI file), all pages warm before it. Each
     write is rolled back at the end (the database keeps its state)."""
     from django.contrib.auth import get_user_model
     from django.db import transaction
@@ -511,6 +513,14 @@ def after_write() -> dict[str, dict]:
         "written run": f"/runs/{a}/",
         "other run": f"/runs/{b}/",
     }
+
+    def ingest_one(user) -> None:
+        from runs.services import ingest
+
+        with tempfile.TemporaryDirectory(prefix="ki-scale-one-") as tmp:
+            relabel(CI_ROOT, Path(tmp), MEASURE_COPY - 1, [SMALL_CI_RUN])
+            ingest(source_slug=CI_SLUG, locations=[tmp])
+
     writes = {
         "attestation (pending note)": lambda user: Attestation.objects.create(
             run=run, author=user, kind="note", body="bench"
@@ -518,6 +528,7 @@ def after_write() -> dict[str, dict]:
         "job claim": lambda user: RerunJob.objects.filter(
             pk=RerunJob.objects.create(run=run, gpu_class="h100", state="queued").pk
         ).update(state="running", attempts=1, worker="bench:1"),
+        "ingest of one 54-row CI file": ingest_one,
     }
     client, out = Client(), {}
 
@@ -626,7 +637,9 @@ def load(port: int, paths: list[str], seconds: float) -> dict:
 
     def worker(offset: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
-        mine, bad, k = [], 0, offset
+        # Each thread starts its own stretch of a long list (the random runs), so no run is
+        # asked for twice in a figure; a short list is shared as before.
+        mine, bad, k = [], 0, offset * (len(paths) // CONNECTIONS or 1)
         while time.perf_counter() < deadline:
             path = paths[k % len(paths)]
             k += 1
@@ -706,11 +719,11 @@ def measure_http(url: str, pages, seconds: float, static_root: str) -> list[dict
         server = Server(url, page_cache, static_root)
         try:
             for name, paths in pages:
-                for path in paths:  # warm the workers (and, cached, store the page)
+                for path in paths[:3]:  # warm the workers (and, cached, store the page)
                     for _ in range(WORKERS + 1):
                         status, headers = server.get(path)
                 cache = headers.get("X-Page-Cache")
-                if (mode == "cached") != (cache == "hit"):
+                if (mode == "cached") != (cache == "hit") and len(paths) <= 3:
                     print(f"  warning: {name} {mode}: X-Page-Cache {cache}", flush=True)
                 result = interleaved(server.port, paths, seconds)
                 result.update(page=name, mode=mode, status=status)

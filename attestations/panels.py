@@ -8,7 +8,7 @@ from django.http import HttpRequest
 
 from attestations.models import Attestation, Report
 from runs.extensions import RunPanel
-from runs.read.freshness import ACTIVITY, kept
+from runs.read.freshness import activity_of, kept
 
 
 def _has_activity(run) -> bool:
@@ -71,10 +71,10 @@ MEASURED_PANEL = RunPanel(
 
 def benchmarks_with_measured() -> frozenset[int]:
     """Benchmarks (by pk) with any approved measured reproduction, kept under the version of
-    all community activity: the pages of the others ask nothing."""
+    every attestations write: the pages of the others ask nothing."""
     return kept(
         "attestations:benchmarks-with-measured",
-        [ACTIVITY],
+        [activity_of("attestations")],
         lambda: Attestation.objects.approved().measured().benchmark_ids(),
     )
 
@@ -113,4 +113,5 @@ BENCHMARK_PANEL = RunPanel(
     context=benchmark_measured,
     order=10,
     same_for_every_anonymous_reader=True,
+    reads=(activity_of("attestations"),),
 )

@@ -51,6 +51,9 @@ class RunPanel:
     context: Callable[[HttpRequest, object], dict]
     order: int = 100
     same_for_every_anonymous_reader: bool = False
+    # The versions its output reads beyond its page's own (runs.read.freshness): a benchmark
+    # panel that sums up an app's rows names that app's activity.
+    reads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ class RunExtensions:
     def render_panels(self, request: HttpRequest, run) -> dict[str, list[SafeString]]:
         """Each slot's panels, rendered in order, for the run page's template to place."""
         return {slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS}
+
+    def benchmark_reads(self) -> tuple[str, ...]:
+        """The versions the benchmark page's panels read (freshness.benchmark_page)."""
+        return tuple(s for p in self.panels(BENCHMARK_SLOT) for s in p.reads)
 
     def render_benchmark_panels(self, request: HttpRequest, benchmark) -> list[SafeString]:
         return [self._render(p, request, benchmark) for p in self.panels(BENCHMARK_SLOT)]

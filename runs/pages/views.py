@@ -231,7 +231,7 @@ def run_compare(request: HttpRequest, public_id: str, other_id: str) -> HttpResp
 
 
 @require_safe
-@public_page(reads=lambda slug: freshness.BENCHMARK_PAGE)
+@public_page(reads=lambda slug: freshness.benchmark_page(run_extensions.benchmark_reads()))
 def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     benchmark = get_object_or_404(Benchmark, slug=slug)
     # The tables and charts read the run data only: kept under its version for each choice

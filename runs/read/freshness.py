@@ -10,19 +10,22 @@ it, and the new value becomes visible exactly when the write commits.
                         the ledger, evidence events, changes, claims (ingest and evidence)
     run:<public id>     a row of another public app that names that run, directly or
                         through its parent row: attestations, reports and their moderation,
-                        rerun jobs, their receipts and rejected results
-    activity            any row of another public app (every run:<id> write moves it too)
-    activity:unscoped   a row of another public app that names no run (poster bans)
+                        rerun jobs (a claim, a heartbeat), their receipts and rejected results
+    activity:<app>      any row of that app (every run:<id> write moves its app's too)
+    activity:unscoped   a row of another public app that names no run (poster bans), or a
+                        TRUNCATE of one
 
     page                                        reads
     ------------------------------------------  ---------------------------------------------
     run page /runs/<id>/                         data, run:<id>, activity:unscoped
-    benchmark page (its community panel)         data, activity
+    benchmark page                               data, and what its panels declare
+                                                 (attestations: activity:attestations)
     every other public page: home, browse, group, source, ledger, GPU, the feeds, the API,
     changes, claims, a run's history, compare and manifest                 data
 
-So an attestation or a job claim on run A retires A's page and the benchmark pages, never
-run B's page, the home page or browse; an ingest or an evidence change retires every page.
+So an attestation on run A retires A's page and the benchmark pages, a job claim or heartbeat
+on A retires A's page only, neither run B's page, the home page or browse; an ingest or an
+evidence change retires every page.
 
 Who keeps a page, and for how long it can be older than the data:
 - the server's page cache (anonymous GETs, runs/read/page_cache.py) and the values kept for a
@@ -52,7 +55,6 @@ from runs.models import Version
 logger = logging.getLogger(__name__)
 
 DATA = "data"
-ACTIVITY = "activity"
 UNSCOPED = "activity:unscoped"
 # How long a kept value may sit unread in the cache; never served under other versions.
 KEPT_SECONDS = 3600
@@ -62,13 +64,23 @@ def run_scope(public_id: str) -> str:
     return f"run:{public_id}"
 
 
+def activity_of(app_label: str) -> str:
+    """Any write to that app's public tables: for a part that sums up an app's rows across
+    runs (a benchmark page's measured reproductions), declared by the app that renders it."""
+    return f"activity:{app_label}"
+
+
 def run_page(public_id: str) -> tuple[str, ...]:
     """What a run page reads: the run data, this run's activity (its panels) and the
     community writes that name no run."""
     return (DATA, run_scope(public_id), UNSCOPED)
 
 
-BENCHMARK_PAGE = (DATA, ACTIVITY)
+def benchmark_page(panel_reads=()) -> tuple[str, ...]:
+    """What a benchmark page reads: the run data, and what its panels declare they read."""
+    return (DATA, *panel_reads)
+
+
 EVERY_OTHER_PAGE = (DATA,)
 
 
@@ -257,8 +269,17 @@ def _bump_run(now: str, run_id: str) -> str:
 
 
 def _row_sql(model, now: str, row: str) -> str:
-    """What one written row moves: its runs' versions and `activity` (rows of other apps)."""
-    return "".join(_bump_run(now, p) for p in run_paths(model, row)) + _bump(now, ACTIVITY)
+    """What one written row moves: its runs' versions and its app's activity."""
+    runs = "".join(_bump_run(now, p) for p in run_paths(model, row))
+    return runs + _bump(now, activity_of(model._meta.app_label))
+
+
+def _statement_sql(model, now: str) -> str:
+    """What a write that names no one run moves: the run data (runs' tables), or what every
+    run page reads and the app's activity (other apps' tables, and a TRUNCATE of any)."""
+    if model._meta.app_label == "runs":
+        return _bump(now, DATA)
+    return _bump(now, UNSCOPED) + _bump(now, activity_of(model._meta.app_label))
 
 
 def triggers_install(using: str = "default", **kwargs) -> None:
@@ -267,12 +288,10 @@ def triggers_install(using: str = "default", **kwargs) -> None:
     so a table added by any app's migration is covered."""
     connection = connections[using]
     existing = set(connection.introspection.table_names())
-    if Version._meta.db_table not in existing:
+    if Version._meta.db_table not in existing or connection.vendor not in ("postgresql", "sqlite"):
         return
     models = [m for m in public_models() if m._meta.db_table in existing]
     install = _install_postgresql if connection.vendor == "postgresql" else _install_sqlite
-    if connection.vendor not in ("postgresql", "sqlite"):
-        return
     with connection.cursor() as cursor:
         for model in models:
             install(cursor, connection, model)
@@ -282,41 +301,34 @@ def triggers_install(using: str = "default", **kwargs) -> None:
 def _install_postgresql(cursor, connection, model) -> None:
     table = model._meta.db_table
     quoted = connection.ops.quote_name(table)
-    scope = _scope_for(model)
     for suffix in ("", "_row", "_truncate"):
         cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}{suffix} ON {quoted}")
-    if scope != "run":
-        # Per statement: a COPY of 2,000 runs moves the version once, not 2,000 times.
-        cursor.execute(
-            f"CREATE OR REPLACE FUNCTION {TRIGGER}_{scope.replace(':', '_')}() RETURNS trigger "
-            f"LANGUAGE plpgsql AS $$ BEGIN {_bump('now()', scope)}"
-            f"{'' if scope == DATA else _bump('now()', ACTIVITY)} RETURN NULL; END $$"
-        )
+    function = f"{TRIGGER}_{table}"[:60]
+    # Per statement: a COPY of 2,000 runs moves the version once, not 2,000 times.
+    cursor.execute(
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"{_statement_sql(model, 'now()')} RETURN NULL; END $$"
+    )
+    if _scope_for(model) != "run":
         cursor.execute(
             f"CREATE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {quoted} "
-            f"FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}_{scope.replace(':', '_')}()"
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
         )
         return
     # Per row: each row names its own run. A TRUNCATE names none: it moves what every run reads.
     cursor.execute(
-        f"CREATE OR REPLACE FUNCTION {TRIGGER}_activity_unscoped() RETURNS trigger "
-        f"LANGUAGE plpgsql AS $$ BEGIN {_bump('now()', UNSCOPED)}{_bump('now()', ACTIVITY)} "
-        f"RETURN NULL; END $$"
-    )
-    function = f"{TRIGGER}_run_{table}"[:63]
-    cursor.execute(
-        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"CREATE OR REPLACE FUNCTION {function}_r() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         f"IF TG_OP <> 'DELETE' THEN {_row_sql(model, 'now()', 'NEW')} END IF; "
         f"IF TG_OP <> 'INSERT' THEN {_row_sql(model, 'now()', 'OLD')} END IF; "
         f"RETURN NULL; END $$"
     )
     cursor.execute(
         f"CREATE TRIGGER {TRIGGER}_row AFTER INSERT OR UPDATE OR DELETE ON {quoted} "
-        f"FOR EACH ROW EXECUTE FUNCTION {function}()"
+        f"FOR EACH ROW EXECUTE FUNCTION {function}_r()"
     )
     cursor.execute(
         f"CREATE TRIGGER {TRIGGER}_truncate AFTER TRUNCATE ON {quoted} "
-        f"FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}_activity_unscoped()"
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
     )
 
 
@@ -325,15 +337,14 @@ SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f','now')"
 
 def _install_sqlite(cursor, connection, model) -> None:
     table = model._meta.db_table
-    scope = _scope_for(model)
     for op in ("INSERT", "UPDATE", "DELETE"):
         name = connection.ops.quote_name(f"{TRIGGER}_{table}_{op.lower()}")
         cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
-        if scope == "run":
+        if _scope_for(model) == "run":
             rows = {"INSERT": ["NEW"], "UPDATE": ["NEW", "OLD"], "DELETE": ["OLD"]}[op]
             body = "".join(_row_sql(model, SQLITE_NOW, row) for row in rows)
         else:
-            body = _bump(SQLITE_NOW, scope) + ("" if scope == DATA else _bump(SQLITE_NOW, ACTIVITY))
+            body = _statement_sql(model, SQLITE_NOW)
         cursor.execute(
             f"CREATE TRIGGER {name} AFTER {op} ON {connection.ops.quote_name(table)} "
             f"BEGIN {body} END"

@@ -90,8 +90,19 @@ EVERY_OTHER_PAGE = (DATA,)
 @dataclass(frozen=True)
 class Versions:
     values: dict[str, int]
-    last: datetime | None  # when the newest of them moved
+    times: dict[str, datetime | None]  # when each last moved
     key: str = field(default="")
+
+    @property
+    def last(self) -> datetime | None:
+        """When the newest of them moved (a page's Last-Modified)."""
+        known = [at for at in self.times.values() if at is not None]
+        return max(known) if known else None
+
+    def of(self, scopes) -> Versions:
+        values = {s: self.values[s] for s in scopes}
+        times = {s: self.times[s] for s in scopes}
+        return Versions(values, times, _key(values, times))
 
 
 # Test databases roll back while the cache keeps its entries, so a version value can come
@@ -107,8 +118,7 @@ def current(scopes) -> Versions:
     scopes = tuple(sorted(set(scopes)))
     known = _reading.get()
     if known is not None and all(s in known.values for s in scopes):
-        rows = {s: known.values[s] for s in scopes}
-        return Versions(rows, known.last, _key(rows, known.last))
+        return known.of(scopes)
     found = {
         scope: (value, at)
         for scope, value, at in Version.objects.filter(scope__in=scopes).values_list(
@@ -116,14 +126,15 @@ def current(scopes) -> Versions:
         )
     }
     values = {s: found.get(s, (0, None))[0] for s in scopes}
-    times = [at for _, at in found.values() if at is not None]
-    last = max(times) if times else None
-    return Versions(values, last, _key(values, last))
+    times = {s: found.get(s, (0, None))[1] for s in scopes}
+    return Versions(values, times, _key(values, times))
 
 
-def _key(values: dict[str, int], last: datetime | None) -> str:
-    stamp = last.timestamp() if last else 0
-    raw = ";".join(f"{s}={v}" for s, v in sorted(values.items())) + f"@{stamp:.6f}"
+def _key(values: dict[str, int], times: dict[str, datetime | None]) -> str:
+    # The time beside the value: a version table restored or rebuilt starts its values again.
+    raw = ";".join(
+        f"{s}={v}@{times[s].timestamp() if times[s] else 0:.6f}" for s, v in sorted(values.items())
+    )
     return hashlib.sha256((_namespace["salt"] + raw).encode()).hexdigest()[:32]
 
 

@@ -220,7 +220,18 @@ def test_logged_in_readers_bypass_the_shared_cache(client, example_run, alice):
     client.force_login(alice)
     response = client.get(f"/runs/{example_run.public_id}/")
     assert response.status_code == 200 and "X-Page-Cache" not in response
-    assert "private" in response["Cache-Control"]
+    assert "private" in response["Cache-Control"] and "no-cache" in response["Cache-Control"]
+    # Their page also shows their own rows (a watch) that no version covers: its ETag is the
+    # content's, so a page that changed is never answered 304.
+    from attestations.watching.services import watch_start
+
+    watch_start(
+        user=alice, target="source", source=example_run.source, events={"publications": True}
+    )
+    again = client.get(
+        f"/runs/{example_run.public_id}/", HTTP_IF_NONE_MATCH=response.get("ETag", "")
+    )
+    assert again.status_code == 200 and again.content != response.content
 
 
 def test_gzip_when_asked(client, example_run):

@@ -23,7 +23,7 @@ def public_page(view=None, *, reads=None):
 
     `reads(**url kwargs)` names the scopes the page reads (freshness.run_page); without it,
     the run data only. Logged-in readers are never served from or stored into the shared
-    cache: their pages may carry their own drafts or forms. The access date in citations is
+    cache, nor answered 304: their pages may carry their own drafts, forms and watches. The access date in citations is
     part of the key, so a page never shows yesterday's date.
     """
     if view is None:
@@ -38,10 +38,13 @@ def public_page(view=None, *, reads=None):
         anonymous, use_cache, gzipped = _reader(request)
         etag = '"' + _key(request, versions, anonymous, gzipped) + '"'
         last_ts = int(versions.last.timestamp()) if versions.last else None
-        not_modified = get_conditional_response(request, etag=etag, last_modified=last_ts)
-        if not_modified is not None:
-            _headers(not_modified, anonymous)
-            return not_modified
+        # A signed-in reader's page also shows their own rows that no version covers (their
+        # watches): it is rendered for every request, never answered 304 from the versions.
+        if anonymous:
+            not_modified = get_conditional_response(request, etag=etag, last_modified=last_ts)
+            if not_modified is not None:
+                _headers(not_modified, anonymous)
+                return not_modified
         key = f"page:{etag.strip(chr(34))}"
         if use_cache:
             hit = freshness._cache_call(cache.get, key)
@@ -138,8 +141,9 @@ def _headers(response: HttpResponse, anonymous: bool) -> None:
 
 
 def _finish(response: HttpResponse, etag: str, last, anonymous: bool) -> HttpResponse:
-    response["ETag"] = etag
-    if last:
-        response["Last-Modified"] = http_date(last.timestamp())
+    if anonymous:
+        response["ETag"] = etag
+        if last:
+            response["Last-Modified"] = http_date(last.timestamp())
     _headers(response, anonymous)
     return response

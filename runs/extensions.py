@@ -34,6 +34,8 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
+from runs.read.freshness import kept, run_page
+
 # Where on the run page a panel goes: inside the Evidence section, under the level and its
 # verdict; or as a section of its own after the measurements.
 SLOTS = ("evidence", "sections")
@@ -114,8 +116,19 @@ class RunExtensions:
         )
 
     def render_panels(self, request: HttpRequest, run) -> dict[str, list[SafeString]]:
-        """Each slot's panels, rendered in order, for the run page's template to place."""
-        return {slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS}
+        """Each slot's panels, rendered in order, for the run page's template to place. For a
+        reader who is not signed in, when every panel is the same for all of them, they are
+        kept under the versions the run page reads (its run's activity among them)."""
+
+        def render() -> dict[str, list[SafeString]]:
+            return {
+                slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS
+            }
+
+        shared = all(p.same_for_every_anonymous_reader for s in SLOTS for p in self.panels(s))
+        if shared and not request.user.is_authenticated:
+            return kept(f"run-panels:{run.pk}", run_page(run.public_id), render)
+        return render()
 
     def benchmark_reads(self) -> tuple[str, ...]:
         """The versions the benchmark page's panels read (freshness.benchmark_page)."""

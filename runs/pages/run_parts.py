@@ -1,6 +1,9 @@
-"""The parts of a run page beside the run itself: the cell's history around this run (and its
-chart) and the canonical manifest. Each is a few queries on indexes, computed on every
-uncached view; the history reads a window around the run, not the whole cell.
+"""The parts of a run page beside the run itself: its catalogue rows, the cell's history around
+this run (and its chart), the leader of its group, its evidence verdict and the canonical
+manifest. Computed, they are a few queries on indexes (the history reads a window around the
+run, not the whole cell); they read the run data only, so they are kept under its version
+(runs.read.freshness.kept) and a write about this or any run (an attestation, a job) leaves
+them kept.
 """
 
 from __future__ import annotations
@@ -15,10 +18,32 @@ from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
 from runs.models import Evidence, EvidenceEvent, Run
 from runs.pages import charts, history_chart
+from runs.read import catalogue
+from runs.read.freshness import DATA, kept
 
 # Points of the cell's history shown on the run page: the run and its neighbours, up to this
 # many in all; the history page (/runs/<id>/history/) pages through every one.
 HISTORY_SHOWN = 24
+
+
+def parts(run: Run, verdict) -> dict:
+    """The page's parts that read the run data only, kept under its version; the run gets its
+    catalogue rows from them. `verdict(run)` is the evidence event behind the level."""
+
+    def compute() -> dict:
+        catalogue.attach([run])
+        return {
+            "catalogue": {name: getattr(run, name) for name in (*catalogue.ATTACHED, "source")},
+            "history": history(run),
+            "leader": Run.objects.leader_of(run),
+            "verdict": verdict(run),
+            "manifest_json": manifest_json(run),
+        }
+
+    kept_parts = kept(f"run-parts:{run.pk}", [DATA], compute)
+    for name, row in kept_parts["catalogue"].items():
+        setattr(run, name, row)
+    return kept_parts
 
 
 def history(run: Run) -> dict:

@@ -111,7 +111,9 @@ def _home_catalogue() -> dict:
 @require_safe
 @public_page(reads=freshness.run_page)
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _current_run(public_id)
+    run = Run.objects.for_run_page().current_or_404(public_id)
+    # What reads the run data only is kept under its version, with the run's catalogue rows.
+    parts = run_parts.parts(run, _verdict)
     # The panels may skip their queries for a run nothing was ever written about.
     run.activity = freshness.run_activity(public_id)
     return render(
@@ -119,14 +121,14 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         "runs/run_detail.html",
         {
             "run": run,
-            "verdict": _verdict(run),
+            "verdict": parts["verdict"],
             "panels": run_extensions.render_panels(request, run),
-            "leader": Run.objects.leader_of(run),
-            "history": run_parts.history(run),
+            "leader": parts["leader"],
+            "history": parts["history"],
             "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
             "parameters": _ordered_params(run.workload.parameters),
             "tensors": sorted(run.workload.tensors, key=lambda t: t["name"]),
-            "manifest_json": run_parts.manifest_json(run),
+            "manifest_json": parts["manifest_json"],
             "permalink": citation.permalink(run),
             "today": timezone.now().date(),
             "canonical": citation.permalink(run),

@@ -28,9 +28,12 @@ on A retires A's page only, neither run B's page, the home page or browse; an in
 evidence change retires every page.
 
 Who keeps a page, and for how long it can be older than the data:
-- the server's page cache (anonymous GETs, runs/read/page_cache.py) and the values kept for a
-  page (kept() below) are keyed by the versions they read: an entry is never served once one
-  of those versions has moved. Old entries are never read again and age out of the cache.
+- the server's page cache (anonymous GETs, runs/read/page_cache.py: the shared cache and a
+  small copy in each process) and the values kept for a page (kept() below: a run page's
+  data parts and panels, the home page's counts...) are keyed by the versions they read: an
+  entry is never served once one of those versions has moved. Old entries are never read
+  again and age out.
+- signed-in readers are never served a stored page; their ETag is the content's own.
 - browsers and proxies get `Cache-Control: no-cache` with an ETag made of the same versions:
   they may keep a copy but ask before each use, and the answer is a 304 when nothing the page
   reads has moved. So no write leaves a stale page anywhere once it has committed.

@@ -29,6 +29,7 @@ from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
 from runs.read import catalogue, exports
 from runs.read.filters import ORDERINGS, RunFilter
+from runs.read.freshness import DATA, kept_many
 from runs.read.page_cache import public_page
 
 CONTROL_PARAMS = {"format"}
@@ -147,9 +148,10 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
         return Run.objects.public()
 
     def list(self, request, *args, **kwargs):
-        # The page's ids and sort keys first, then its fifty runs whole in one query.
+        # The page's ids and sort keys first; each run as the list shows it reads the run data
+        # only, kept under its version, and the runs not kept are loaded in one query.
         page = self.page_keys()
-        shown = self._represent([run["id"] for run in page])
+        shown = kept_many("api-run", [run["id"] for run in page], [DATA], self._represent)
         # A run deleted between the two queries is left out.
         return self.get_paginated_response([shown[r["id"]] for r in page if r["id"] in shown])
 

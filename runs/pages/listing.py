@@ -1,8 +1,9 @@
 """What a listing page renders besides its query: the runs' table rows and the filter form's
 options.
 
-The browse query loads only ids and the sort key; the page's rows are then loaded whole, with
-their catalogue rows, in one query on the primary key and rendered. The filter form's selects
+The browse query loads only ids and the sort key. Each run's table row reads its run's data
+only: it is kept under the run data's version (runs.read.freshness.kept_many), and the rows not
+kept are loaded whole, with their catalogue rows, in one query on the primary key and rendered. The filter form's selects
 list hundreds of benchmarks: their options are rendered once per version of the run data
 (runs.read.freshness.kept) and the chosen one marked by a string edit.
 """
@@ -19,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from runs.models import Benchmark, Environment, Gpu, Run, Source
 from runs.read import catalogue
 from runs.read.filters import RunFilter
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, kept, kept_many
 
 ROW_TEMPLATE = "runs/_run_row.html"
 
@@ -30,16 +31,21 @@ def _complete(run: Run) -> bool:
 
 
 def table_rows(runs: Iterable[Run]) -> SafeString:
-    """The <tr> of each run, in order."""
+    """The <tr> of each run, in order: each row reads its run's data only, so it is kept
+    under the run data's version; the rows not kept are loaded in one query and rendered."""
     given = {run.pk: run for run in runs}
-    partial = [pk for pk, run in given.items() if not _complete(run)]
-    if partial:
-        given.update({run.pk: run for run in Run.objects.filter(pk__in=partial).for_listing()})
-    catalogue.attach(given.values())
     template = get_template(ROW_TEMPLATE)
-    return mark_safe(
-        "".join(template.render({"r": run}) for run in given.values() if _complete(run))
-    )
+
+    def build(missing: list[int]) -> dict[int, str]:
+        whole = [given[pk] for pk in missing if _complete(given[pk])]
+        partial = [pk for pk in missing if not _complete(given[pk])]
+        if partial:
+            whole += Run.objects.filter(pk__in=partial).for_listing()
+        catalogue.attach(whole)
+        return {run.pk: template.render({"r": run}) for run in whole}
+
+    rows = kept_many("run-row", list(given), [DATA], build)
+    return mark_safe("".join(rows[pk] for pk in given if pk in rows))
 
 
 def _mark(options: str, chosen: str | None) -> SafeString:

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
 from kernelindex.origin import absolute
@@ -64,16 +65,26 @@ def home(request: HttpRequest) -> HttpResponse:
     latest = list(Run.objects.public().with_workload().newest()[:10])
     catalogue.attach(latest)
     # The catalogue with its counts reads the run data only (a scan of every current run): it
-    # is kept under the data version, so only an ingest or an evidence change recomputes it.
+    # is kept rendered under the data version, so only an ingest or an evidence change
+    # recomputes it.
     return render(
         request,
         "runs/home.html",
         {
-            "catalogue": kept("home-catalogue", [DATA], _home_catalogue),
+            "parts": kept("home-parts", [DATA], _home_parts),
             "latest": latest,
             "canonical": _canonical(request),
         },
     )
+
+
+def _home_parts() -> dict[str, str]:
+    """The totals and the catalogue with its counts, rendered: they read the run data only."""
+    context = {"catalogue": _home_catalogue()}
+    return {
+        name: mark_safe(render_to_string(f"runs/_home_{name}.html", context))
+        for name in ("totals", "catalogue")
+    }
 
 
 def _home_catalogue() -> dict:
@@ -164,20 +175,19 @@ def _ordered_params(params: dict) -> list[tuple[str, object]]:
 
 @require_safe
 @public_page
-def run_manifest_json(request: HttpRequest, public_id: str) -> JsonResponse:
+def run_manifest_json(request: HttpRequest, public_id: str) -> HttpResponse:
     """The current revision's manifest, or ?revision=N's (the ledger links both revisions of a
     run that a silently rewritten upstream file revised)."""
-    run = _current_run(public_id)
     wanted = request.GET.get("revision", "")
-    if wanted:
-        if not wanted.isdigit() or len(wanted) > 5:
-            raise Http404("A revision is a whole number, like 1.")
-        if int(wanted) != run.revision:
-            run = get_object_or_404(
-                Run.objects.for_run_page(),
-                public_id=public_id,
-                revision=int(wanted),
-            )
+    if wanted and (not wanted.isdigit() or len(wanted) > 5):
+        raise Http404("A revision is a whole number, like 1.")
+    run = Run.objects.for_run_page().current_or_404(public_id)
+    if not wanted or int(wanted) == run.revision:
+        # The current revision's manifest is one of the run page's kept parts.
+        body = run_parts.parts(run, _verdict)["manifest_json"]
+        return HttpResponse(body, content_type="application/json")
+    run = get_object_or_404(Run.objects.for_run_page(), public_id=public_id, revision=int(wanted))
+    catalogue.attach([run])
     return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False})
 
 

@@ -36,6 +36,7 @@ import csv
 import hashlib
 import http.client
 import io
+import itertools
 import json
 import math
 import os
@@ -632,6 +633,25 @@ class Server:
         self.proc.wait(timeout=30)
 
 
+# Where each long list (the random runs) goes on: every request of a figure, in any window and
+# in either mode, another run, so no run's page or kept parts are warm from an earlier one.
+_long_lists: dict[tuple, tuple] = {}
+
+
+def _next_path(paths: list[str]):
+    """A function giving the next path of a long list, shared by threads and windows."""
+    key = tuple(paths)
+    if key not in _long_lists:
+        _long_lists[key] = (itertools.cycle(paths), threading.Lock())
+    cycle, lock = _long_lists[key]
+
+    def take() -> str:
+        with lock:
+            return next(cycle)
+
+    return take
+
+
 def load(port: int, paths: list[str], seconds: float) -> dict:
     """CONNECTIONS threads GET the paths in turn until `seconds` have passed; the window ends
     when the last request issued has finished, so slow pages are counted whole."""
@@ -642,11 +662,10 @@ def load(port: int, paths: list[str], seconds: float) -> dict:
 
     def worker(offset: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
-        # Each thread starts its own stretch of a long list (the random runs), so no run is
-        # asked for twice in a figure; a short list is shared as before.
-        mine, bad, k = [], 0, offset * (len(paths) // CONNECTIONS or 1)
+        mine, bad, k = [], 0, offset
+        take = _next_path(paths) if len(paths) > CONNECTIONS else None
         while time.perf_counter() < deadline:
-            path = paths[k % len(paths)]
+            path = take() if take else paths[k % len(paths)]
             k += 1
             start = time.perf_counter()
             try:
@@ -782,6 +801,10 @@ def one_size(args) -> None:
 
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
+    from django.core.cache import cache
+
+    # The bench's own cache (BENCH_REDIS_URL): nothing kept by an earlier run is measured.
+    cache.clear()
     with tempfile.TemporaryDirectory(prefix="ki-scale-feeds-") as tmp:
         built = {} if args.skip_build else build(args.size, Path(tmp))
         with connection.cursor() as cursor:

@@ -8,37 +8,24 @@ from django.http import HttpRequest
 
 from attestations.models import Attestation, Report
 from runs.extensions import RunPanel
-from runs.read.freshness import once_per_data_change
+from runs.read.freshness import activity_of, kept
 
 
-def runs_with_items() -> tuple[frozenset[str], frozenset[str]]:
-    """(runs with any attestation, in any state; runs with a publicly answered report), by
-    public id, asked once per data change: most runs have neither, and their pages then ask
-    nothing. Any state, because a signed-in author sees their own pending items."""
-
-    def compute():
-        return (
-            Attestation.objects.run_public_ids(),
-            Report.objects.answered_publicly().run_public_ids(),
-        )
-
-    return once_per_data_change("attestations:runs-with-items", compute)
+def _has_activity(run) -> bool:
+    """Whether anything was ever written about this run (runs.read.freshness.run_activity, set
+    by the run page): most runs have nothing, and their pages then ask nothing."""
+    activity = getattr(run, "activity", None)
+    return activity is None or activity > 0
 
 
 def run_section(request: HttpRequest, run) -> dict:
     """Approved items for everyone, plus the viewer's own pending ones, and the reports the
     maintainers answered in public. At most two queries whatever the number of items."""
     user = request.user
-    attested, reported = runs_with_items()
-    items = (
-        list(Attestation.objects.visible_to(user).for_run(run).with_related())
-        if run.public_id in attested
-        else []
-    )
+    active = _has_activity(run)
+    items = list(Attestation.objects.visible_to(user).for_run(run).with_related()) if active else []
     answered = (
-        list(Report.objects.for_run(run).answered_publicly().in_answer_order())
-        if run.public_id in reported
-        else []
+        list(Report.objects.for_run(run).answered_publicly().in_answer_order()) if active else []
     )
     return {
         "run": run,
@@ -64,10 +51,9 @@ PANEL = RunPanel(
 def run_measured(request: HttpRequest, run) -> dict:
     """Approved measured reproductions, for the table beside the controlled reruns: one query,
     and none for the runs that have no attestation at all."""
-    attested, _ = runs_with_items()
     items = (
         list(Attestation.objects.approved().for_run(run).measured().with_related())
-        if run.public_id in attested
+        if _has_activity(run)
         else []
     )
     return {"run": run, "items": items}
@@ -84,10 +70,11 @@ MEASURED_PANEL = RunPanel(
 
 
 def benchmarks_with_measured() -> frozenset[int]:
-    """Benchmarks (by pk) with any approved measured reproduction, once per data change: the
-    pages of the others ask nothing."""
-    return once_per_data_change(
+    """Benchmarks (by pk) with any approved measured reproduction, kept under the version of
+    every attestations write: the pages of the others ask nothing."""
+    return kept(
         "attestations:benchmarks-with-measured",
+        [activity_of("attestations")],
         lambda: Attestation.objects.approved().measured().benchmark_ids(),
     )
 
@@ -126,4 +113,5 @@ BENCHMARK_PANEL = RunPanel(
     context=benchmark_measured,
     order=10,
     same_for_every_anonymous_reader=True,
+    reads=(activity_of("attestations"),),
 )

@@ -8,8 +8,9 @@ The queries are the ones the views run: the browse query is built by runs.read.b
 cursor pagination, each executed once under a query log, then each logged statement is
 explained. Cases: browse unfiltered, with two filters, two filters sorted by median, searched
 (q=rope), the second page of the unfiltered list through its cursor, and the API list; then
-what browse computes once per data change (the capped count of a combination of filters, and
-the catalogue ids a search text matches), which a warm request does not issue.
+what browse keeps under the run data's version (the capped count of a combination of filters,
+and the catalogue ids a search text matches), which a warm request does not issue; and every
+query of a random run's page.
 `--brief` prints one line per query (planning + execution ms, and the scans of runs_run).
 
 bench/scale.py calls explain_all(stdout) and cases().
@@ -26,6 +27,7 @@ from typing import TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
+os.environ.setdefault("ALLOWED_HOSTS", "testserver")
 
 import django  # noqa: E402
 
@@ -33,7 +35,8 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 from django.http import QueryDict  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
 from rest_framework.test import APIRequestFactory  # noqa: E402
 
 from runs.api.views import RunList  # noqa: E402
@@ -68,6 +71,21 @@ def _api_list(query: str) -> Callable[[], object]:
     return run
 
 
+def _random_run_page() -> Callable[[], object]:
+    """The page of a different run, drawn at random from the whole index, on each call: every
+    query a reader arriving from a link costs, page cache off."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT public_id FROM runs_run WHERE is_current ORDER BY random() LIMIT 4")
+        ids = iter([row[0] for row in cursor.fetchall()])
+    client = Client()
+
+    def run() -> object:
+        with override_settings(PAGE_CACHE_SECONDS=0):
+            return client.get(f"/runs/{next(ids)}/")
+
+    return run
+
+
 def cases() -> list[tuple[str, Callable[[], object]]]:
     """(label, a call that issues the view's queries), for every case this script explains."""
     return [
@@ -83,6 +101,7 @@ def cases() -> list[tuple[str, Callable[[], object]]]:
         ("search q=rope: the catalogue ids", lambda: _search_ids("rope")),
         ("API /api/v1/runs/", _api_list("")),
         ("API /api/v1/runs/?ordering=-median", _api_list("ordering=-median")),
+        ("run page, a random run (another for the warm-up call)", _random_run_page()),
     ]
 
 
@@ -120,7 +139,7 @@ def explain_all(stdout: TextIO, *, brief: bool = False) -> None:
         total, current = cursor.fetchone()
     stdout.write(f"runs_run: {total:,} rows, {current:,} current\n")
     for label, call in cases():
-        call()  # warm: the catalogue copies and the data fingerprint
+        call()  # warm: the connection, and the values kept under the data's version
         with CaptureQueriesContext(connection) as log:
             call()
         stdout.write(f"\n== {label}: {len(log)} queries\n")

@@ -8,10 +8,11 @@ cProfile's top entries by cumulative time.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ki_demo python bench/page_profile.py \
         [--url /runs/8827e3bb/] [--requests 200] [--top 25]
 
-The first request after a data change fills the per-process catalogue and the parts kept per
-data change; the figures are of the warm requests after it, which is what every reader but the
-first after a data change gets. `--cold` measures that first reader instead: the data version
-is moved before every request.
+The figures are of the requests after a first one, which is what every reader but the first
+after a data change gets of the values kept under the data's version (runs.read.freshness.kept).
+`--cold` measures that first reader instead: every key is new before each request.
+`--random` asks for the page of a different run each request, drawn at random from the whole
+index (readers arriving from links), instead of --url.
 """
 
 from __future__ import annotations
@@ -42,11 +43,22 @@ from django.test.utils import CaptureQueriesContext, setup_test_environment  # n
 from runs.read import freshness  # noqa: E402
 
 
+def _random_urls(n: int) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT public_id FROM runs_run WHERE is_current ORDER BY random() LIMIT %s", [n]
+        )
+        return [f"/runs/{row[0]}/" for row in cursor.fetchall()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default="/runs/8827e3bb/")
     parser.add_argument(
         "--cold", action="store_true", help="move the data version before each request"
+    )
+    parser.add_argument(
+        "--random", action="store_true", help="a different random run's page each request"
     )
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
@@ -54,13 +66,14 @@ def main() -> None:
     setup_test_environment()
     client = Client()
     url = args.url
+    urls = iter(_random_urls(3 * args.requests + 2)) if args.random else None
 
     def get():
         if args.cold:
             freshness.reset()
-        return client.get(url)
+        return client.get(next(urls) if urls else url)
 
-    first = client.get(url)
+    first = get()
     if first.status_code != 200:
         sys.exit(f"{url} answered {first.status_code}: load the demo data first.")
 
@@ -100,7 +113,8 @@ def main() -> None:
 
     per = total / args.requests
     kind = "cold (data version moved before each)" if args.cold else "warm"
-    print(f"{url}, page cache off, {args.requests} {kind} requests, {connection.vendor}")
+    shown = "a random run's page" if args.random else url
+    print(f"{shown}, page cache off, {args.requests} {kind} requests, {connection.vendor}")
     print(f"  {per * 1000:.2f} ms a request, {len(first.content):,} bytes")
     print(f"  {queries} queries, {sql_seconds * 1000:.2f} ms in SQL (as the driver timed them)")
     print(

@@ -16,7 +16,9 @@ For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m,
    size, against a plain COPY of the same rows into a scratch table shaped like runs_run, both
    in one transaction that is rolled back (the database keeps its size).
 3. Query count per request of every page kind, in process (django.test.Client), uncached and
-   cached; the data-fingerprint query (once per process every FINGERPRINT_TTL s) not counted.
+   cached (the versions query of each request counted); and, page cache on, the first request
+   of the home page, browse and two run pages after one pending attestation and one job claim
+   on one of those runs (rolled back).
 4. HTTP: gunicorn with 2 sync workers and DEBUG=0, a load of 16 concurrent connections from
    threads of this process; each page kind in short windows alternating with windows of the
    trivial view /healthz, uncached (PAGE_CACHE_SECONDS=0) and cached (repeated anonymous GET).
@@ -34,6 +36,7 @@ import csv
 import hashlib
 import http.client
 import io
+import itertools
 import json
 import math
 import os
@@ -64,6 +67,8 @@ CONNECTIONS = 16
 WINDOW = 1.5  # seconds of one measurement window; page and trivial windows alternate
 CLIENT_TIMEOUT = 40  # above gunicorn's 30 s worker timeout: the server gives up first
 MEASURE_COPY = 999  # copy number of the rows ingested and rolled back; never built
+RANDOM_RUNS = 2000  # runs drawn for the random-run row: each request of a window another run
+SMALL_CI_RUN = "b6ed735"  # the smallest CI run (54 rows): the ingest of the after-write figures
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -190,6 +195,23 @@ def pages_table(sizes: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def after_write_table(sizes: list[dict]) -> str:
+    """In-process ms of the first request of each page after one write, per size."""
+    lines = [
+        "### First request after one write (in process, page cache on; ms, and hit or miss)",
+        "",
+        "| size | write | "
+        + " | ".join(next(iter(sizes[0].get("after_write", {}).values()), {}))
+        + " |",
+    ]
+    lines.append("|" + "---|" * (lines[-1].count("|") - 1))
+    for s in sizes:
+        for write, figures in s.get("after_write", {}).items():
+            cells = [f"{f['ms']:.1f} ({f['cache']})" for f in figures.values()]
+            lines.append(f"| {s['label']} | {write} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def ingest_table(sizes: list[dict]) -> str:
     lines = [
         "| size | runs | rows ingested | ingest s | ingest rows/s | COPY rows/s | ingest/COPY | "
@@ -271,6 +293,8 @@ def report(sizes: list[dict], args) -> str:
         pages_table(sizes),
         "",
         "Pages: " + "; ".join(f"{name}: `{' '.join(urls)}`" for name, urls in sizes[-1]["urls"]),
+        "",
+        after_write_table(sizes),
         "",
         f"### Indexes on runs_run at {sizes[-1]['label']} ({sizes[-1]['runs']:,} runs)",
         "",
@@ -437,6 +461,11 @@ def pick_pages() -> list[tuple[str, list[str]]]:
     return [
         ("run page", [f"/runs/{EXAMPLE}/"]),
         ("run page, 3 others", others),
+        ("run page, random run each request", [f"/runs/{pid}/" for pid in random_runs()]),
+        ("Atom feed", ["/feeds/runs.atom"]),
+        ("source page", [f"/sources/{CI_SLUG}/"]),
+        ("ledger page", [f"/sources/{CI_SLUG}/ledger/"]),
+        ("GPU page", [f"/gpus/{gpu}/"]),
         ("benchmark page", [f"/benchmarks/{bench}/"]),
         ("group page", [f"/groups/{example.group.key.removeprefix('sha256:')[:16]}/"]),
         ("browse, 2 filters", [f"/runs/?{two}"]),
@@ -450,6 +479,91 @@ def pick_pages() -> list[tuple[str, list[str]]]:
     ]
 
 
+def random_runs(n: int = RANDOM_RUNS) -> list[str]:
+    """Public ids of `n` current runs drawn at random from the whole index (a fixed seed, so
+    each size draws its own sample the same way every time): readers arriving from links."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(0.19)")
+        cursor.execute(
+            "SELECT public_id FROM runs_run WHERE is_current ORDER BY random() LIMIT %s", [n]
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def after_write() -> dict[str, dict]:
+    """In process, page cache on: the first request of the home page, browse, the written run's
+    page and another run's page after one write of each kind (a pending attestation and a job
+    claim on the written run, an ingest of one small CI file), all pages warm before it. A
+    first round on two other runs warms the process (templates of panels a run with activity
+    shows), as in a running server; its figures are not kept. Each write is rolled back at the
+    end (the database keeps its state)."""
+    c, d, a, b = random_runs(4)
+    _write_round(c, d)
+    return _write_round(a, b)
+
+
+def _write_round(a: str, b: str) -> dict[str, dict]:
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+    from django.test import Client
+    from django.test.utils import override_settings
+
+    from attestations.models import Attestation
+    from reruns.models import RerunJob
+    from runs.models import Run
+
+    run = Run.objects.public().get(public_id=a)
+    urls = {
+        "home": "/",
+        "browse": "/runs/",
+        "written run": f"/runs/{a}/",
+        "other run": f"/runs/{b}/",
+    }
+
+    def ingest_one(user) -> None:
+        from runs.services import ingest
+
+        with tempfile.TemporaryDirectory(prefix="ki-scale-one-") as tmp:
+            relabel(CI_ROOT, Path(tmp), MEASURE_COPY - 1, [SMALL_CI_RUN])
+            ingest(source_slug=CI_SLUG, locations=[tmp])
+
+    writes = {
+        "attestation (pending note)": lambda user: Attestation.objects.create(
+            run=run, author=user, kind="note", body="bench"
+        ),
+        "job claim": lambda user: RerunJob.objects.filter(
+            pk=RerunJob.objects.create(run=run, gpu_class="h100", state="queued").pk
+        ).update(state="running", attempts=1, worker="bench:1"),
+        "ingest of one 54-row CI file": ingest_one,
+    }
+    client, out = Client(), {}
+
+    class Rollback(Exception):
+        pass
+
+    with override_settings(PAGE_CACHE_SECONDS=300):
+        for name, write in writes.items():
+            try:
+                with transaction.atomic():
+                    user = get_user_model().objects.create_user(f"bench-{name[:8]}")
+                    for url in urls.values():
+                        client.get(url)
+                    write(user)
+                    out[name] = {label: _timed(client, url) for label, url in urls.items()}
+                    raise Rollback
+            except Rollback:
+                pass
+    return out
+
+
+def _timed(client, url: str) -> dict:
+    start = time.perf_counter()
+    response = client.get(url)
+    return {"ms": (time.perf_counter() - start) * 1000, "cache": response.get("X-Page-Cache", "")}
+
+
 def count_queries(pages) -> dict[str, dict]:
     from django.db import connection
     from django.test import Client
@@ -457,28 +571,29 @@ def count_queries(pages) -> dict[str, dict]:
 
     client = Client()
     out = {}
-    with override_settings(FINGERPRINT_TTL=3600):
-        for name, urls in pages:
-            url = urls[0]
-            with override_settings(PAGE_CACHE_SECONDS=0):
-                client.get(url)  # per-process catalogue caches warm, as in a running server
-                with CaptureQueriesContext(connection) as ctx:
-                    start = time.perf_counter()
-                    status = client.get(url).status_code
-                    ms = (time.perf_counter() - start) * 1000
-                # Counted now: the next request's request_started empties the query log.
-                uncached = len(ctx.captured_queries)
-            with override_settings(PAGE_CACHE_SECONDS=300):
-                client.get(url)  # stores the page
-                with CaptureQueriesContext(connection) as ctx:
-                    client.get(url)
-                cached = len(ctx.captured_queries)
-            out[name] = {
-                "uncached": uncached,
-                "cached": cached,
-                "status": status,
-                "inprocess_ms": ms,
-            }
+    for name, urls in pages:
+        # The second URL for the random-run row: the first one warmed the process, as in a
+        # running server, and this one is a run the process has not shown yet.
+        url, warm = (urls[1], urls[0]) if len(urls) > 20 else (urls[0], urls[0])
+        with override_settings(PAGE_CACHE_SECONDS=0):
+            client.get(warm)
+            with CaptureQueriesContext(connection) as ctx:
+                start = time.perf_counter()
+                status = client.get(url).status_code
+                ms = (time.perf_counter() - start) * 1000
+            # Counted now: the next request's request_started empties the query log.
+            uncached = len(ctx.captured_queries)
+        with override_settings(PAGE_CACHE_SECONDS=300):
+            client.get(url)  # stores the page
+            with CaptureQueriesContext(connection) as ctx:
+                client.get(url)
+            cached = len(ctx.captured_queries)
+        out[name] = {
+            "uncached": uncached,
+            "cached": cached,
+            "status": status,
+            "inprocess_ms": ms,
+        }
     return out
 
 
@@ -518,6 +633,25 @@ class Server:
         self.proc.wait(timeout=30)
 
 
+# Where each long list (the random runs) goes on: every request of a figure, in any window and
+# in either mode, another run, so no run's page or kept parts are warm from an earlier one.
+_long_lists: dict[tuple, tuple] = {}
+
+
+def _next_path(paths: list[str]):
+    """A function giving the next path of a long list, shared by threads and windows."""
+    key = tuple(paths)
+    if key not in _long_lists:
+        _long_lists[key] = (itertools.cycle(paths), threading.Lock())
+    cycle, lock = _long_lists[key]
+
+    def take() -> str:
+        with lock:
+            return next(cycle)
+
+    return take
+
+
 def load(port: int, paths: list[str], seconds: float) -> dict:
     """CONNECTIONS threads GET the paths in turn until `seconds` have passed; the window ends
     when the last request issued has finished, so slow pages are counted whole."""
@@ -529,8 +663,9 @@ def load(port: int, paths: list[str], seconds: float) -> dict:
     def worker(offset: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
         mine, bad, k = [], 0, offset
+        take = _next_path(paths) if len(paths) > CONNECTIONS else None
         while time.perf_counter() < deadline:
-            path = paths[k % len(paths)]
+            path = take() if take else paths[k % len(paths)]
             k += 1
             start = time.perf_counter()
             try:
@@ -608,11 +743,11 @@ def measure_http(url: str, pages, seconds: float, static_root: str) -> list[dict
         server = Server(url, page_cache, static_root)
         try:
             for name, paths in pages:
-                for path in paths:  # warm the workers (and, cached, store the page)
+                for path in paths[:3]:  # warm the workers (and, cached, store the page)
                     for _ in range(WORKERS + 1):
                         status, headers = server.get(path)
                 cache = headers.get("X-Page-Cache")
-                if (mode == "cached") != (cache == "hit"):
+                if (mode == "cached") != (cache == "hit") and len(paths) <= 3:
                     print(f"  warning: {name} {mode}: X-Page-Cache {cache}", flush=True)
                 result = interleaved(server.port, paths, seconds)
                 result.update(page=name, mode=mode, status=status)
@@ -666,6 +801,10 @@ def one_size(args) -> None:
 
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
+    from django.core.cache import cache
+
+    # The bench's own cache (BENCH_REDIS_URL): nothing kept by an earlier run is measured.
+    cache.clear()
     with tempfile.TemporaryDirectory(prefix="ki-scale-feeds-") as tmp:
         built = {} if args.skip_build else build(args.size, Path(tmp))
         with connection.cursor() as cursor:
@@ -683,6 +822,11 @@ def one_size(args) -> None:
     )
     pages = pick_pages()
     queries = count_queries(pages)
+    writes = after_write()
+    for write, figures in writes.items():
+        print(f"  after one {write}: " + ", ".join(
+            f"{label} {f['ms']:.0f} ms ({f['cache']})" for label, f in figures.items()
+        ), flush=True)  # fmt: skip
     http_rows = measure_http(url, pages, args.seconds, static_root)
     for row in http_rows:
         q = queries[row["page"]]
@@ -698,7 +842,8 @@ def one_size(args) -> None:
         "ingest": ingest_result,
         "pages": http_rows,
         "queries": queries,
-        "urls": pages,
+        "after_write": writes,
+        "urls": [(name, paths[:3]) for name, paths in pages],
         "indexes": index_rows,
         "table_mb": table_mb,
         "explain": explain(),

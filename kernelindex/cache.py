@@ -1,11 +1,13 @@
 """The shared cache, and what happens when Redis is down.
 
-Redis holds the page cache, rate-limit counters (allauth's login and reset limits, the community
-write limits) and the page-cache version. An outage must never take a login or a write down, so
+Redis holds the page cache, the values kept for pages and rate-limit counters (allauth's login
+and reset limits, the community write limits). An outage must never take a login or a write down, so
 every operation that cannot reach Redis is logged and served by a per-process memory store
 instead: rate limits keep counting per web process (stricter than failing open: an attacker
-gets at most the limit per process, not unlimited tries), and the page cache notices through
-`degraded()` and stores nothing meanwhile (runs/read/freshness.py). When Redis answers again, the
+gets at most the limit per process, not unlimited tries), and pages are kept in process memory
+meanwhile, under the same version keys (runs/read/freshness.py: the versions live in the
+database, so a page kept in either store is never served once what it reads has moved), and
+`degraded()` says so to whoever asks. When Redis answers again, the
 next operation uses it; counters started during the outage stay behind in memory.
 """
 

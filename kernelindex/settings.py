@@ -129,14 +129,6 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-# Rendered fragments of run pages, keyed by the data fingerprint (runs/run_detail.html): kept in
-# each process's memory, so a hit costs no round trip and a cache outage cannot touch them.
-# About 10 KB a run page; the bound keeps a worker's share under 30 MB.
-CACHES["fragments"] = {
-    "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-    "LOCATION": "fragments",
-    "OPTIONS": {"MAX_ENTRIES": 3000},
-}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -226,9 +218,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page
-# cache off), keyed by a data fingerprint that a process may reuse for FINGERPRINT_TTL seconds.
+# cache off), keyed by the versions each page reads (runs/read/freshness.py).
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", "300")
-FINGERPRINT_TTL = float(os.getenv("FINGERPRINT_TTL", "2"))
 
 # A streamed export part stops after this many seconds and ends with a trailer naming the next
 # part (runs.read.exports): keep it well below the server's worker timeout (gunicorn's --timeout,

@@ -14,7 +14,6 @@ from reruns.models import RerunJob, ResultReceipt
 from reruns.services import NO_BROKER, broker_configured
 from runs.extensions import RunPanel
 from runs.models import EvidenceEvent
-from runs.read.freshness import once_per_data_change
 
 
 def spread(receipt) -> dict | None:
@@ -65,20 +64,12 @@ def power_windows(receipt) -> list[dict]:
     return out
 
 
-def runs_with_jobs() -> frozenset[str]:
-    """Public ids of the runs that have any rerun job: a few hundred at most, asked once per
-    data change, so the pages of the other runs (nearly all of them) ask nothing."""
-    return once_per_data_change(
-        "reruns:runs-with-jobs",
-        RerunJob.objects.run_public_ids,
-    )
-
-
 def run_reruns(request: HttpRequest, run) -> dict:
     """Jobs, evidence history, and the request form."""
-    jobs = (
-        list(RerunJob.objects.for_run(run).for_panel()) if run.public_id in runs_with_jobs() else []
-    )
+    # A run nothing was ever written about (runs.read.freshness.run_activity, set by the run
+    # page) has no job: its page asks nothing here.
+    active = getattr(run, "activity", None) != 0
+    jobs = list(RerunJob.objects.for_run(run).for_panel()) if active else []
     rows = []
     for job in jobs:
         receipt = getattr(job, "receipt", None)

@@ -16,10 +16,11 @@ sources and then calls every registered loader in order, so runs never calls ano
 command by name.
 
 A panel is a template and a function that gives it its context. The function runs once per
-uncached page view, so it should cost a fixed number of queries whatever the data size. A
-panel that declares `same_for_every_anonymous_reader` (its output for a reader who is not
-signed in depends on the run and the data only: no form, no message, no per-reader state) is
-rendered once per run and data change for them and kept in the process's fragment cache.
+uncached page view, so it should cost a fixed number of queries whatever the data size, and
+none for a run nothing was written about (`run.activity == 0`, runs.read.freshness). A panel
+declares `same_for_every_anonymous_reader` when its output for a reader who is not signed in
+depends on the run and the versions the run page reads only (no form, no message, no
+per-reader state): the page it is on is then shared in the page cache like any other.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from runs.read.freshness import cached_per_data_change
+from runs.read.freshness import kept, run_page
 
 # Where on the run page a panel goes: inside the Evidence section, under the level and its
 # verdict; or as a section of its own after the measurements.
@@ -52,6 +53,9 @@ class RunPanel:
     context: Callable[[HttpRequest, object], dict]
     order: int = 100
     same_for_every_anonymous_reader: bool = False
+    # The versions its output reads beyond its page's own (runs.read.freshness): a benchmark
+    # panel that sums up an app's rows names that app's activity.
+    reads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,22 +116,29 @@ class RunExtensions:
         )
 
     def render_panels(self, request: HttpRequest, run) -> dict[str, list[SafeString]]:
-        """Each slot's panels, rendered in order, for the run page's template to place."""
-        return {slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS}
+        """Each slot's panels, rendered in order, for the run page's template to place. For a
+        reader who is not signed in, when every panel is the same for all of them, they are
+        kept under the versions the run page reads (its run's activity among them)."""
+
+        def render() -> dict[str, list[SafeString]]:
+            return {
+                slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS
+            }
+
+        shared = all(p.same_for_every_anonymous_reader for s in SLOTS for p in self.panels(s))
+        if shared and not request.user.is_authenticated:
+            return kept(f"run-panels:{run.pk}", run_page(run.public_id), render)
+        return render()
+
+    def benchmark_reads(self) -> tuple[str, ...]:
+        """The versions the benchmark page's panels read (freshness.benchmark_page)."""
+        return tuple(s for p in self.panels(BENCHMARK_SLOT) for s in p.reads)
 
     def render_benchmark_panels(self, request: HttpRequest, benchmark) -> list[SafeString]:
         return [self._render(p, request, benchmark) for p in self.panels(BENCHMARK_SLOT)]
 
     def _render(self, panel: RunPanel, request: HttpRequest, subject) -> SafeString:
-        def render() -> SafeString:
-            return render_to_string(
-                panel.template, panel.context(request, subject), request=request
-            )
-
-        if panel.same_for_every_anonymous_reader and not request.user.is_authenticated:
-            key = f"panel:{panel.name}:{panel.slot}:{subject.pk}"
-            return cached_per_data_change(key, render, using="fragments")
-        return render()
+        return render_to_string(panel.template, panel.context(request, subject), request=request)
 
 
 run_extensions = RunExtensions()

@@ -232,6 +232,19 @@ class LedgerQuerySet(AppendOnlyQuerySet):
         """The source's entries, newest first (the model's order), with what each names."""
         return self.filter(source=source).select_related("publication", "rewrite_of")
 
+    def page_of(self, source, before: int | None, size: int) -> list:
+        """Up to size + 1 of the source's entries, newest first, older than entry `before`
+        (its id) where given: a keyset page on (source, -imported_at), the same few rows read
+        however long the ledger is (the extra row says whether there is an older page)."""
+        entries = self.of_source(source).order_by("-imported_at", "-id")
+        if before is not None:
+            at = self.filter(source=source, pk=before).values_list("imported_at", flat=True)
+            entries = entries.filter(
+                models.Q(imported_at__lt=models.Subquery(at))
+                | models.Q(imported_at=models.Subquery(at), id__lt=before)
+            )
+        return list(entries[: size + 1])
+
     def last_per_source(self) -> dict[int, object]:
         """{source id: time of its newest entry}: the home page's "last import"."""
         rows = self.order_by().values_list("source").annotate(last=models.Max("imported_at"))
@@ -300,7 +313,7 @@ class ComparisonGroup(models.Model):
     """
 
     key = models.CharField(max_length=DIGEST_LENGTH, unique=True)
-    cell_key = models.CharField(max_length=DIGEST_LENGTH, db_index=True)
+    cell_key = models.CharField(max_length=DIGEST_LENGTH)
     publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="groups")
     benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="groups")
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="groups")
@@ -313,6 +326,13 @@ class ComparisonGroup(models.Model):
 
     objects = ComparisonGroupQuerySet.as_manager()
 
+    class Meta:
+        indexes = [
+            # A run page's history: the ids of the cell's groups (one per publication), read
+            # from the index alone, not from one table page per group.
+            models.Index(fields=["cell_key"], include=["id"], name="group_cell_ids"),
+        ]
+
     def __str__(self) -> str:
         return f"{self.benchmark.slug} {self.timed_pass} {self.metric} · {self.workload.label}"
 
@@ -322,6 +342,18 @@ class ComparisonGroup(models.Model):
 
 # The rows every public read is limited to (RunQuerySet.public).
 CURRENT = models.Q(is_current=True)
+# What a cell's history reads of each run (RunQuerySet.history_of, runs/pages/run_parts.py),
+# beside the group in run_group_rank (PostgreSQL's INCLUDE; other databases ignore it).
+HISTORY_COLUMNS = [
+    "is_current",
+    "implementation",
+    "observed_at",
+    "median",
+    "public_id",
+    "publication",
+    "source",
+    "id",
+]
 
 
 class Run(models.Model):
@@ -407,8 +439,14 @@ class Run(models.Model):
         # The unique constraints above serve public_id (run page, revision manifests, new ids)
         # and (source, external_id) (the pipeline's lookup of existing rows, the API lookup).
         indexes = [
-            # Group page and the run page's leader: runs of a group in rank order.
-            models.Index(fields=["group", "rank"], name="run_group_rank"),
+            # Group page and the run page's leader: runs of a group in rank order. With the
+            # columns a run page's cell history reads, so that query is an index-only scan of
+            # the cell's groups (one probe per publication), never a visit to the table.
+            models.Index(
+                fields=["group", "rank"],
+                include=HISTORY_COLUMNS,
+                name="run_group_rank",
+            ),
             # The browse/API `benchmark` filter and `q` on benchmark names, sorted by the default
             # (newest observed) or by median: a benchmark's runs in page order, so a second
             # filter discards a few rows of that benchmark, not thousands of every other one.
@@ -447,19 +485,24 @@ class Run(models.Model):
         return reverse("runs:detail", args=[self.public_id])
 
 
-class DataVersion(models.Model):
-    """One row whose value moves with every write to a table public pages read.
+class Version(models.Model):
+    """How many times what one scope of the public pages shows has been written: "data" (run
+    data), "activity" and "activity:unscoped" (community and rerun writes), "run:<public id>"
+    (writes about one run). runs/read/freshness.py says which write moves which and which page
+    reads which.
 
-    Database triggers (runs.read.freshness.triggers_install, run after every migrate) bump it in the
-    same transaction as the write, whatever made it: save(), update(), bulk_create, COPY or raw
-    SQL. The page cache is keyed by it, so no write path can forget to retire cached pages.
+    Database triggers (freshness.triggers_install, run after every migrate) move the rows in
+    the same transaction as the write, whatever made it: save(), update(), bulk_create, COPY
+    or raw SQL. Pages are cached under the versions they read, so no write path can forget
+    to retire a page, and a write retires only the pages that read what it wrote.
     """
 
+    scope = models.CharField(max_length=64, primary_key=True)
     value = models.BigIntegerField(default=0)
     changed_at = models.DateTimeField(null=True)
 
     def __str__(self) -> str:
-        return f"data version {self.value}"
+        return f"{self.scope} version {self.value}"
 
 
 # Evidence history.

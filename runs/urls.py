@@ -3,6 +3,7 @@ from django.urls import path
 from runs.pages import changes_views, views
 from runs.pages.change_feeds import BenchmarkChangesFeed, CellChangesFeed, SourceChangesFeed
 from runs.pages.feeds import LatestRunsFeed
+from runs.read.page_cache import public_page
 
 app_name = "runs"
 
@@ -22,16 +23,20 @@ urlpatterns = [
     path("sources/<slug:slug>/ledger/", views.source_ledger, name="source-ledger"),
     path("sources/<slug:slug>/changes/", changes_views.source_changes, name="source-changes"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
-    path("feeds/runs.atom", LatestRunsFeed(), name="feed"),
+    path("feeds/runs.atom", public_page(LatestRunsFeed()), name="feed"),
     path(
         "feeds/sources/<slug:slug>/changes.atom",
-        SourceChangesFeed(),
+        public_page(SourceChangesFeed()),
         name="feed-source-changes",
     ),
     path(
         "feeds/benchmarks/<upstream:slug>/changes.atom",
-        BenchmarkChangesFeed(),
+        public_page(BenchmarkChangesFeed()),
         name="feed-benchmark-changes",
     ),
-    path("feeds/runs/<str:public_id>/changes.atom", CellChangesFeed(), name="feed-cell-changes"),
+    path(
+        "feeds/runs/<str:public_id>/changes.atom",
+        public_page(CellChangesFeed()),
+        name="feed-cell-changes",
+    ),
 ]

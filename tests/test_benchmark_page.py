@@ -145,7 +145,6 @@ def test_tables_kept_per_data_change_show_a_change_at_once(client, settings):
     is on the next page. A view asked for again reads the benchmark, the data version and the
     detected changes only."""
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
     bench = BenchmarkFactory(slug="rms_norm")
     run = RunFactory(benchmark=bench, rank=1, median=123_400)
     assert "123.4 µs" in text_of(client.get("/benchmarks/rms_norm/"))
@@ -154,7 +153,7 @@ def test_tables_kept_per_data_change_show_a_change_at_once(client, settings):
     tables = {re.search(r'FROM "(\w+)"', q["sql"]).group(1) for q in ctx.captured_queries}
     # The detected changes of what the page shows are read per view: two queries on an index
     # (runs/templatetags/runs_changes.py), narrowed by the page's choices.
-    assert tables == {"runs_dataversion", "runs_benchmark", "runs_cellchange"}
+    assert tables == {"runs_version", "runs_benchmark", "runs_cellchange"}
     Run.objects.filter(pk=run.pk).update(median=567_800)  # no signal: the database trigger
     text = text_of(client.get("/benchmarks/rms_norm/"))
     assert "567.8 µs" in text and "123.4 µs" not in text

@@ -1,6 +1,8 @@
-"""The page cache never serves a stale page: any write to a public table, whatever API made it,
-moves the data version in its own transaction (database triggers), and the page cache is keyed
-by that version."""
+"""No page outlives a write to what it reads, and no write retires a page that does not read it.
+
+Every write to a public table, whatever API made it, moves the versions of what it wrote in its
+own transaction (database triggers, runs/read/freshness.py); pages, their kept parts and their
+ETags are keyed by the versions they read."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
+from attestations import services as community
 from reruns.models import JobState, RerunJob
 from reruns.services import (
     rerun_approve,
@@ -16,17 +19,17 @@ from reruns.services import (
     rerun_claim,
     rerun_sweep,
 )
-from runs.models import DataVersion, Run
+from runs.models import Run, Version
 from runs.read import freshness
 from tests.factories import RunFactory
-from tests.factories_community import make_staff
+from tests.factories_community import make_staff, verify_email
 from tests.factories_reruns import job_for
 
 pytestmark = pytest.mark.django_db
 
 
-def _version() -> int:
-    return DataVersion.objects.filter(pk=1).values_list("value", flat=True).first() or 0
+def _versions() -> dict[str, int]:
+    return dict(Version.objects.values_list("scope", "value"))
 
 
 def _triggered_tables() -> dict[str, set[str]]:
@@ -35,8 +38,8 @@ def _triggered_tables() -> dict[str, set[str]]:
         if connection.vendor == "postgresql":
             cursor.execute(
                 "SELECT event_object_table, event_manipulation FROM information_schema.triggers "
-                "WHERE trigger_name = %s",
-                [freshness.TRIGGER],
+                "WHERE trigger_name LIKE %s",
+                [f"{freshness.TRIGGER}%"],
             )
             rows = cursor.fetchall()
         else:
@@ -56,7 +59,7 @@ def _triggered_tables() -> dict[str, set[str]]:
     return found
 
 
-def test_every_table_of_the_public_apps_moves_the_version():
+def test_every_table_of_the_public_apps_moves_a_version():
     """Found from the app registry, not from a list: a model added later is covered too."""
     expected = {
         model._meta.db_table
@@ -71,9 +74,19 @@ def test_every_table_of_the_public_apps_moves_the_version():
     }
 
 
-def test_every_rerun_job_write_moves_the_version(settings):
+def test_rows_about_a_run_move_that_run_s_version():
+    """Jobs and attestations name their run; receipts and moderation events through a parent."""
+    from attestations.models import ModerationEvent
+    from reruns.models import ResultReceipt
+
+    assert freshness.run_paths(RerunJob, "NEW") == ["NEW.run_id"]
+    assert any("reruns_rerunjob" in p for p in freshness.run_paths(ResultReceipt, "NEW"))
+    assert len(freshness.run_paths(ModerationEvent, "NEW")) == 2  # attestation, report
+
+
+def test_every_rerun_job_write_moves_its_run_and_nothing_else(settings):
     settings.RERUN_MAX_ATTEMPTS = 1
-    run = RunFactory()
+    run, other = RunFactory(), RunFactory()
     awaiting = job_for(run, state=JobState.AWAITING_APPROVAL, gpu_class="h200")
     queued = job_for(run)
     spent = job_for(run, gpu_class="a100", attempts=3, max_attempts=3)
@@ -85,26 +98,119 @@ def test_every_rerun_job_write_moves_the_version(settings):
         lambda: rerun_sweep()["failed"] == 1 or pytest.fail("the sweep wrote nothing"),
         lambda: rerun_cancel(job=awaiting),
         lambda: RerunJob.objects.filter(pk=spent.pk).delete(),
+    ]
+    mine, theirs = freshness.run_scope(run.public_id), freshness.run_scope(other.public_id)
+    for number, step in enumerate(steps):
+        before = _versions()
+        step()
+        after = _versions()
+        assert after[mine] > before.get(mine, 0), f"step {number} did not move the run's version"
+        jobs, community = freshness.activity_of("reruns"), freshness.activity_of("attestations")
+        assert after[jobs] > before.get(jobs, 0)
+        for scope in (freshness.DATA, theirs, freshness.UNSCOPED, community):
+            assert after.get(scope) == before.get(scope), f"step {number} moved {scope}"
+
+
+def test_run_data_writes_move_the_data_version_by_any_api():
+    run = RunFactory()
+    steps = [
         lambda: Run.objects.filter(pk=run.pk).update(rank=7),
         lambda: connection.cursor().execute(
             f"UPDATE {Run._meta.db_table} SET rank = 8 WHERE id = %s", [run.pk]
         ),
+        lambda: RunFactory(),
     ]
     for number, step in enumerate(steps):
-        before = _version()
+        before = _versions().get(freshness.DATA, 0)
         step()
-        assert _version() > before, f"step {number} wrote without moving the version"
+        assert _versions()[freshness.DATA] > before, f"step {number} did not move the data"
 
 
-def test_a_cached_page_never_outlives_a_job_update(client, settings):
+def _cached(client, url: str) -> str:
+    return client.get(url).get("X-Page-Cache", "")
+
+
+def test_a_write_about_run_a_retires_a_s_page_only(client, settings, alice):
+    """A job claim or a pending attestation on run A: A's page is rendered again and shows it;
+    run B's page, the home page and browse are still served from the cache. The benchmark
+    page's community panel reads every attestation, not jobs."""
     settings.PAGE_CACHE_SECONDS = 300
-    settings.FINGERPRINT_TTL = 0
+    a, b = RunFactory(), RunFactory()
+    job = job_for(a)
+    urls = [f"/runs/{a.public_id}/", f"/runs/{b.public_id}/", "/", "/runs/"]
+    benchmark = f"/benchmarks/{a.benchmark.slug}/"
+    for url in [*urls, benchmark]:
+        assert _cached(client, url) == "miss"
+        assert _cached(client, url) == "hit"
+    rerun_claim(job_pk=job.pk)
+    page_a = client.get(urls[0])
+    assert page_a["X-Page-Cache"] == "miss" and "Running" in page_a.content.decode()
+    assert [_cached(client, url) for url in [*urls[1:], benchmark]] == ["hit"] * 4
+    verify_email(alice)
+    community.attestation_create(run=a, author=alice, kind="note", body="Seen it too.")
+    assert _cached(client, urls[0]) == "miss"
+    assert [_cached(client, url) for url in urls[1:]] == ["hit"] * 3
+    assert _cached(client, benchmark) == "miss"
+
+
+def test_no_page_is_stale_after_an_ingest_write(client, settings):
+    """A new run (what ingest writes) retires every page that reads the run data, and each
+    shows the new run at once."""
+    settings.PAGE_CACHE_SECONDS = 300
+    old = RunFactory()
+    urls = ["/", "/runs/", "/feeds/runs.atom", "/api/v1/runs/", f"/runs/{old.public_id}/"]
+    for url in urls:
+        client.get(url)
+        assert _cached(client, url) == "hit", url
+    new = RunFactory()
+    for url in urls:
+        response = client.get(url)
+        assert response["X-Page-Cache"] == "miss", url
+        if url != urls[-1]:
+            assert new.public_id in response.content.decode(), url
+
+
+@pytest.mark.parametrize("url", ["/feeds/runs.atom", "/", "/runs/", "run"])
+def test_conditional_get_answers_304_until_what_the_page_reads_moves(client, url):
     run = RunFactory()
-    job = job_for(run)
-    first = client.get(f"/runs/{run.public_id}/")
-    assert "Queued" in first.content.decode()
-    assert client.get(f"/runs/{run.public_id}/")["X-Page-Cache"] == "hit"
-    # A bulk update sends no signal and calls nothing: the trigger alone retires the page.
-    RerunJob.objects.filter(pk=job.pk).update(state=JobState.CANCELLED)
-    again = client.get(f"/runs/{run.public_id}/")
-    assert again["X-Page-Cache"] == "miss" and "Cancelled" in again.content.decode()
+    url = f"/runs/{run.public_id}/" if url == "run" else url
+    first = client.get(url)
+    assert first.status_code == 200 and first["ETag"]
+    # Browsers and proxies may keep the page but ask first: the ETag answers.
+    assert "no-cache" in first["Cache-Control"] and "max-age" not in first["Cache-Control"]
+    again = client.get(url, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 304
+    Run.objects.filter(pk=run.pk).update(rank=9)
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200
+
+
+def test_kept_values_follow_their_versions():
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    assert freshness.kept("t", [freshness.DATA], compute) == 1
+    assert freshness.kept("t", [freshness.DATA], compute) == 1
+    job_for(RunFactory())  # moves data (a run) and then activity (a job)
+    assert freshness.kept("t", [freshness.DATA], compute) == 2
+    assert freshness.kept("t", [freshness.DATA], compute) == 2
+
+
+def test_the_first_home_page_after_a_job_claim_counts_nothing_again(client, settings):
+    """The home page's counts read the run data only: a write about one run leaves them kept,
+    so the next reader of the home page (page cache off) scans no runs."""
+    from django.test.utils import CaptureQueriesContext
+
+    settings.PAGE_CACHE_SECONDS = 0
+    job = job_for(RunFactory())
+    client.get("/")
+    rerun_claim(job_pk=job.pk)
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/").status_code == 200
+    assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+    RunFactory()  # an ingest's write: the counts are computed again, once
+    with CaptureQueriesContext(connection) as ctx:
+        client.get("/")
+    assert [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]

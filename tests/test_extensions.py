@@ -138,7 +138,7 @@ def test_the_apps_declare_their_demo_data_public_tables_and_page_fragments():
         "attestations.apitoken",
         "attestations.watch",
         "attestations.notice",
-        "runs.dataversion",
+        "runs.version",
     }
     assert run_extensions.site_fragments() == {
         "header": ["attestations/_account_nav.html"],
@@ -228,7 +228,6 @@ def test_panels_kept_for_anonymous_readers_follow_the_data_and_never_reach_signe
     from tests.factories_reruns import job_for
 
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
     run = RunFactory()
     url = f"/runs/{run.public_id}/"
     assert "No controlled reruns yet." in client.get(url).content.decode()

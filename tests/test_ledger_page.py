@@ -4,6 +4,7 @@ of the same bytes share one line with their count."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -65,3 +66,41 @@ def test_unchanged_fetches_of_the_same_bytes_fold_into_one_line(client):
     lines = html.count('<tr id="entry-')
     assert lines < ImportRecord.objects.count()
     assert "fetches of the same bytes" in text_of(client.get("/sources/kernelbench/ledger/"))
+
+
+def _failed_fetches(n: int, tmp_path) -> None:
+    """n failed fetches of distinct files (errors are never folded), one ledger entry each."""
+    from runs.sources import source_module
+    from runs.sources.base import InputFile
+    from runs.sources.ledger import ledger_append
+    from runs.sources.pipeline import source_ensure
+
+    module = source_module("liger-kernel-bench")
+    source = source_ensure(module.SLUG, module.META)
+    for i in range(n):
+        ledger_append(
+            source=source, publication=None, report=None, trigger="sync",
+            item=InputFile(str(tmp_path / f"f{i:03}.csv"), b"", f"f{i:03}.csv"),
+            error=f"fetch {i:03} failed",
+        )  # fmt: skip
+
+
+def test_the_ledger_pages_newest_first_with_the_same_queries_on_every_page(
+    client, tmp_path, django_assert_max_num_queries, settings
+):
+    settings.PAGE_CACHE_SECONDS = 0
+    _failed_fetches(230, tmp_path)
+    url = "/sources/liger-kernel-bench/ledger/"
+    seen, pages = [], 0
+    while url:
+        with django_assert_max_num_queries(4):
+            response = client.get(url)
+        text = text_of(response)
+        numbers = [int(n) for n in re.findall(r"fetch (\d{3}) failed", text)]
+        assert numbers == sorted(numbers, reverse=True) and len(numbers) <= 100
+        seen += numbers
+        pages += 1
+        older = re.search(r'href="\?before=(\d+)"', response.content.decode())
+        url = f"/sources/liger-kernel-bench/ledger/?before={older.group(1)}" if older else ""
+    assert pages == 3 and seen == list(range(229, -1, -1))
+    assert client.get("/sources/liger-kernel-bench/ledger/?before=x1").status_code == 404

@@ -18,7 +18,6 @@ MODULES = [
     "runs/pages/views.py",
     "runs/pages/feeds.py",
     "runs/pages/change_feeds.py",
-    "runs/read/counts.py",
     "reruns/panels.py",
     "attestations/panels.py",
     "attestations/watching/panels.py",

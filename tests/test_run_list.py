@@ -140,9 +140,6 @@ def test_malformed_cursor_is_400_with_a_message(client):
 def test_superseded_revisions_are_not_listed(client):
     run = RunFactory()
     Run.objects.filter(pk=run.pk).update(is_current=False)
-    from runs.read.freshness import data_changed
-
-    data_changed()
     assert run.public_id not in ids(client.get("/runs/"))
 
 
@@ -182,7 +179,6 @@ def test_count_is_kept_per_filters_and_moves_with_the_data(client, settings):
     from django.test.utils import CaptureQueriesContext
 
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
     norm = BenchmarkFactory(slug="rms_norm")
     RunFactory.create_batch(3, benchmark=norm)
     RunFactory()  # another benchmark, not counted
@@ -200,7 +196,6 @@ def test_rows_show_a_data_change_at_once(client, settings):
     """Each row is kept per data change: an update that bypasses save() (the data-version
     trigger alone) still shows on the next request."""
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
     run = RunFactory(rank=1)
     assert "Reported" in text_of(client.get("/runs/"))
     Run.objects.filter(pk=run.pk).update(evidence=Evidence.CHECKED, rank=2)

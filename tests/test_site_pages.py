@@ -74,7 +74,6 @@ def test_gpu_and_source_counts_come_once_per_data_change_and_move_with_it(
     from django.test.utils import CaptureQueriesContext
 
     settings.PAGE_CACHE_SECONDS = 0
-    settings.FINGERPRINT_TTL = 0
 
     def page(url):
         with CaptureQueriesContext(connection) as ctx:
@@ -144,7 +143,17 @@ def example_run_or_factory(db):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("url", ["/", "/sources/liger-kernel-bench/", "/runs/?benchmark=rms_norm"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/",
+        "/sources/liger-kernel-bench/",
+        "/sources/liger-kernel-bench/ledger/",
+        "/runs/?benchmark=rms_norm",
+        "/feeds/runs.atom",
+        "/gpus/nvidia-h100-80gb-hbm3/",
+    ],
+)
 def test_query_counts_do_not_grow(client, settings, url):
     from tests.factories import RunFactory
     from tests.pages import grow, queries

@@ -13,7 +13,7 @@ from kernelindex.origin import site_root
 from runs.api.views import StrictCursorPagination, StrictQueryMixin
 from runs.changes.models import CellChange
 from runs.models import Benchmark, Source
-from runs.read.freshness import public_page
+from runs.read.page_cache import public_page
 
 
 class ChangeFilter(django_filters.FilterSet):

@@ -27,9 +27,10 @@ from rest_framework.views import APIView
 from kernelindex.schema import ERRORS
 from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
-from runs.read import exports, memo
+from runs.read import catalogue, exports
 from runs.read.filters import ORDERINGS, RunFilter
-from runs.read.freshness import kept_per_data_change, public_page
+from runs.read.freshness import DATA, kept_many
+from runs.read.page_cache import public_page
 
 CONTROL_PARAMS = {"format"}
 PAGE_PARAMS = {"cursor", "page_size"}
@@ -118,16 +119,16 @@ class StrictQueryMixin:
 
 
 def _runs():
-    # The catalogue relations come from runs.read.memo (see AttachCatalogueMixin), not from joins.
-    return Run.objects.public().select_related("workload", "group")
+    # The catalogue relations come from runs.read.catalogue (see AttachCatalogueMixin).
+    return Run.objects.public().for_run_page()
 
 
 class AttachCatalogueMixin:
-    # Attach the shared catalogue rows to the runs about to be serialised.
+    # Attach the catalogue rows to the runs about to be serialised.
 
     def get_serializer(self, *args, **kwargs):
         if args:
-            memo.attach(args[0] if isinstance(args[0], list) else [args[0]])
+            catalogue.attach(args[0] if isinstance(args[0], list) else [args[0]])
         return super().get_serializer(*args, **kwargs)
 
 
@@ -147,10 +148,10 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
         return Run.objects.public()
 
     def list(self, request, *args, **kwargs):
-        # Each run as the list shows it is kept per data change, so fifty runs cost one lookup
-        # rather than fifty model instances through the serializer.
+        # The page's ids and sort keys first; each run as the list shows it reads the run data
+        # only, kept under its version, and the runs not kept are loaded in one query.
         page = self.page_keys()
-        shown = kept_per_data_change("api-run", [run["id"] for run in page], self._represent)
+        shown = kept_many("api-run", [run["id"] for run in page], [DATA], self._represent)
         # A run deleted between the two queries is left out.
         return self.get_paginated_response([shown[r["id"]] for r in page if r["id"] in shown])
 
@@ -165,7 +166,7 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     def _represent(self, ids: list[int]) -> dict[int, dict]:
         # Not limited to current runs: the page was current a moment ago. No spec, labels or
         # metrics in the list: their JSON stays undecoded.
-        runs = list(Run.objects.for_listing().select_related("group").filter(pk__in=ids))
+        runs = list(Run.objects.filter(pk__in=ids).for_listing().select_related("group"))
         data = self.get_serializer(runs, many=True).data
         return {run.pk: one for run, one in zip(runs, data, strict=True)}
 
@@ -210,7 +211,7 @@ class RunLookup(StrictQueryMixin, APIView):
         run = _runs().filter(source__slug=source, external_id=external_id).first()
         if run is None:
             raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
-        memo.attach([run])
+        catalogue.attach([run])
         return Response(s.RunDetailSerializer(run).data)
 
 

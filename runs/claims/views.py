@@ -14,7 +14,7 @@ from runs.api.views import StrictCursorPagination, StrictQueryMixin
 from runs.claims.models import JudgedClaim, Verdict
 from runs.claims.serializers import JudgedClaimSerializer
 from runs.models import Source
-from runs.read.freshness import public_page
+from runs.read.page_cache import public_page
 
 
 def _claims(source: Source):

@@ -16,7 +16,7 @@ from runs.changes.pages import (
     source_summary,
 )
 from runs.models import Source
-from runs.read.freshness import public_page
+from runs.read.page_cache import public_page
 
 
 @require_safe

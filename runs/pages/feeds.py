@@ -8,6 +8,7 @@ from django.utils.feedgenerator import Atom1Feed
 from kernelindex.origin import absolute
 from runs.models import Run
 from runs.pages.units import scale
+from runs.read import catalogue
 
 
 class LatestRunsFeed(Feed):
@@ -26,7 +27,9 @@ class LatestRunsFeed(Feed):
         return absolute("/feeds/runs.atom")
 
     def items(self):
-        return Run.objects.public().for_feed()[:50]
+        runs = list(Run.objects.public().for_feed()[:50])
+        catalogue.attach(runs)
+        return runs
 
     def item_title(self, item: Run) -> str:
         return (

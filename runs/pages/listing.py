@@ -1,11 +1,11 @@
 """What a listing page renders besides its query: the runs' table rows and the filter form's
-options, both made once per data change rather than once per request.
+options.
 
-A listing's rows are the same on every page that shows them until the data changes, so each
-run's row is kept in the process (freshness.kept_per_data_change) and a page asks for fifty at
-once. The browse query then loads only ids and the sort key; the runs whose rows are not kept
-are loaded in full here, in one query. The filter form's selects list hundreds of benchmarks:
-their options are rendered once per data change and the chosen one marked by a string edit.
+The browse query loads only ids and the sort key. Each run's table row reads its run's data
+only: it is kept under the run data's version (runs.read.freshness.kept_many), and the rows not
+kept are loaded whole, with their catalogue rows, in one query on the primary key and rendered. The filter form's selects
+list hundreds of benchmarks: their options are rendered once per version of the run data
+(runs.read.freshness.kept) and the chosen one marked by a string edit.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from django.template.loader import get_template
 from django.utils.html import escape, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.models import Run
-from runs.read import memo
+from runs.models import Benchmark, Environment, Gpu, Run, Source
+from runs.read import catalogue
 from runs.read.filters import RunFilter
-from runs.read.freshness import kept_per_data_change, once_per_data_change
+from runs.read.freshness import DATA, kept, kept_many
 
 ROW_TEMPLATE = "runs/_run_row.html"
 
@@ -31,7 +31,8 @@ def _complete(run: Run) -> bool:
 
 
 def table_rows(runs: Iterable[Run]) -> SafeString:
-    """The <tr> of each run, in order."""
+    """The <tr> of each run, in order: each row reads its run's data only, so it is kept
+    under the run data's version; the rows not kept are loaded in one query and rendered."""
     given = {run.pk: run for run in runs}
     template = get_template(ROW_TEMPLATE)
 
@@ -40,10 +41,10 @@ def table_rows(runs: Iterable[Run]) -> SafeString:
         partial = [pk for pk in missing if not _complete(given[pk])]
         if partial:
             whole += Run.objects.filter(pk__in=partial).for_listing()
-        memo.attach(whole)
+        catalogue.attach(whole)
         return {run.pk: template.render({"r": run}) for run in whole}
 
-    rows = kept_per_data_change("run-row", list(given), build)
+    rows = kept_many("run-row", list(given), [DATA], build)
     return mark_safe("".join(rows[pk] for pk in given if pk in rows))
 
 
@@ -57,7 +58,11 @@ def _mark(options: str, chosen: str | None) -> SafeString:
 
 
 def _catalogue_options() -> dict[str, str]:
-    lists = memo.lists()
+    lists = {
+        "benchmark": sorted(Benchmark.objects.all(), key=lambda row: row.title),
+        "gpu": [gpu for gpu in Gpu.objects.all() if gpu.pk in _gpus_in_use()],
+        "source": sorted(Source.objects.all(), key=lambda row: row.name),
+    }
     labels = {"benchmark": "title", "gpu": "upstream_name", "source": "name"}
     return {
         name: format_html_join(
@@ -69,9 +74,14 @@ def _catalogue_options() -> dict[str, str]:
     }
 
 
+def _gpus_in_use() -> set[int]:
+    """The GPUs some environment names (the catalogue lists more than were measured)."""
+    return set(Environment.objects.values_list("gpu_id", flat=True))
+
+
 def catalogue_options(name: str, chosen: str | None) -> SafeString:
     """The benchmark, GPU or source select's options (after its own "any" option)."""
-    options = once_per_data_change("browse-options", _catalogue_options)[name]
+    options = kept("browse-options", [DATA], _catalogue_options)[name]
     return _mark(options, chosen or None)
 
 

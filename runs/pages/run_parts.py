@@ -1,7 +1,9 @@
-"""The parts of a run page that stay the same until the data changes: the cell's history
-around this run (and its chart) and the canonical manifest. Each is computed on first use
-after a data change and then read from the shared cache under the data fingerprint, so a run
-page costs the same whether its cell has 3 publications or 3,000.
+"""The parts of a run page beside the run itself: its catalogue rows, the cell's history around
+this run (and its chart), the leader of its group, its evidence verdict and the canonical
+manifest. Computed, they are a few queries on indexes (the history reads a window around the
+run, not the whole cell); they read the run data only, so they are kept under its version
+(runs.read.freshness.kept) and a write about this or any run (an attestation, a job) leaves
+them kept.
 """
 
 from __future__ import annotations
@@ -14,20 +16,41 @@ from django.db.models import Count, Q
 from runs.changes.models import CellChange, CellSeries
 from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
-from runs.models import EvidenceEvent, Run
+from runs.models import Evidence, EvidenceEvent, Run
 from runs.pages import charts, history_chart
-from runs.read.freshness import cached_per_data_change
+from runs.read import catalogue
+from runs.read.freshness import DATA, kept
 
 # Points of the cell's history shown on the run page: the run and its neighbours, up to this
 # many in all; the history page (/runs/<id>/history/) pages through every one.
 HISTORY_SHOWN = 24
 
 
+def parts(run: Run, verdict) -> dict:
+    """The page's parts that read the run data only, kept under its version; the run gets its
+    catalogue rows from them. `verdict(run)` is the evidence event behind the level."""
+
+    def compute() -> dict:
+        catalogue.attach([run])
+        return {
+            "catalogue": {name: getattr(run, name) for name in (*catalogue.ATTACHED, "source")},
+            "history": history(run),
+            "leader": Run.objects.leader_of(run),
+            "verdict": verdict(run),
+            "manifest_json": manifest_json(run),
+        }
+
+    kept_parts = kept(f"run-parts:{run.pk}", [DATA], compute)
+    for name, row in kept_parts["catalogue"].items():
+        setattr(run, name, row)
+    return kept_parts
+
+
 def history(run: Run) -> dict:
     """Up to HISTORY_SHOWN points of the cell's history around this run, oldest first, how
     many there are in all and from which sources, their chart, and the changes detected
     among them (runs/changes/)."""
-    return cached_per_data_change(f"run-history:{run.pk}", lambda: _history(run))
+    return _history(run)
 
 
 def _history(run: Run) -> dict:
@@ -106,6 +129,8 @@ def _judged(run: Run, points: list[dict]) -> dict:
 
 def _rerun(run: Run) -> history_chart.Rerun | None:
     """The newest controlled rerun's median of this run, for the chart (another mark)."""
+    if run.evidence == Evidence.REPORTED and run.revision == 1:
+        return None  # every rerun's evidence event moves the level: this run has had none
     row = (
         EvidenceEvent.objects.filter(run__public_id=run.public_id, controlled_run__isnull=False)
         .order_by("-created_at", "-id")
@@ -118,9 +143,5 @@ def _rerun(run: Run) -> history_chart.Rerun | None:
 
 
 def manifest_json(run: Run) -> str:
-    """The manifest as the page shows it. A run row's documents never change in place (a
-    changed upstream row is a new revision), so the fingerprint is only there for safety."""
-    return cached_per_data_change(
-        f"run-manifest:{run.pk}:{run.digest}",
-        lambda: json.dumps(run_manifest(run), indent=2, ensure_ascii=False),
-    )
+    """The manifest as the page shows it."""
+    return json.dumps(run_manifest(run), indent=2, ensure_ascii=False)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
+from operator import attrgetter
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.utils import timezone
-from django.utils.functional import SimpleLazyObject
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
 from kernelindex.origin import absolute
@@ -34,12 +34,11 @@ from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
 from runs.pages.compare import comparability, spec_diff
 from runs.pages.home import benchmark_groups
 from runs.pages.ledger import ledger_lines, upstream_file
-from runs.read import memo
+from runs.read import catalogue, freshness
 from runs.read.browse import BadQuery, browse
-from runs.read.counts import gpu_benchmarks, source_stats
-from runs.read.counts import home as home_counts
 from runs.read.filters import RunFilter
-from runs.read.freshness import cached_per_data_change, data_fingerprint, public_page
+from runs.read.freshness import DATA, kept
+from runs.read.page_cache import public_page
 from runs.reference.catalogue import param_order
 from runs.reference.plausibility import floor_for
 
@@ -50,7 +49,7 @@ def _canonical(request: HttpRequest) -> str:
 
 def _current_run(public_id: str) -> Run:
     run = Run.objects.for_run_page().current_or_404(public_id)
-    memo.attach([run])
+    catalogue.attach([run])
     return run
 
 
@@ -64,74 +63,83 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
     latest = list(Run.objects.public().with_workload().newest()[:10])
-    memo.attach(latest)
-    # The catalogue with its counts is a cached fragment of home.html, rendered once per data
-    # change: its lists (hundreds of benchmarks) are built only when it is rendered.
+    catalogue.attach(latest)
+    # The catalogue with its counts reads the run data only (a scan of every current run): it
+    # is kept rendered under the data version, so only an ingest or an evidence change
+    # recomputes it.
     return render(
         request,
         "runs/home.html",
         {
-            "catalogue": SimpleLazyObject(_home_catalogue),
+            "parts": kept("home-parts", [DATA], _home_parts),
             "latest": latest,
-            "data_version": data_fingerprint()[0],
             "canonical": _canonical(request),
         },
     )
 
 
+def _home_parts() -> dict[str, str]:
+    """The totals and the catalogue with its counts, rendered: they read the run data only."""
+    context = {"catalogue": _home_catalogue()}
+    return {
+        name: mark_safe(render_to_string(f"runs/_home_{name}.html", context))
+        for name in ("totals", "catalogue")
+    }
+
+
 def _home_catalogue() -> dict:
-    """Benchmarks, GPUs and sources with their runs, from the counts kept per data change
-    (runs.read.counts) and the per-process catalogue."""
-    counts = home_counts()
-    catalogue = memo.lists()
+    """Benchmarks, GPUs and sources with their runs, and the totals."""
+    counts = Run.objects.public().home_counts()
+    lists = {
+        "benchmark": sorted(Benchmark.objects.all(), key=attrgetter("title")),
+        "gpu": list(Gpu.objects.all()),  # the model's order: vendor, product, form factor
+        "source": sorted(Source.objects.all(), key=attrgetter("name")),
+    }
 
     def counted(rows, by: str, *, every: bool = False) -> list:
-        # Copies: the catalogue rows are shared by every request of the process.
-        found = [copy.copy(row) for row in rows if every or counts[by].get(row.pk)]
+        found = [row for row in rows if every or counts[by].get(row.pk)]
         for row in found:
             row.n = counts[by].get(row.pk, 0)
         return found
 
-    sources = counted(catalogue["source"], "source", every=True)
+    sources = counted(lists["source"], "source", every=True)
+    last_import = ImportRecord.objects.last_per_source()
     for source in sources:
-        source.last = counts["last_import"].get(source.pk)
+        source.last = last_import.get(source.pk)
     return {
         "benchmark_groups": benchmark_groups(
-            counted(catalogue["benchmark"], "benchmark"),
+            counted(lists["benchmark"], "benchmark"),
             counts.get("benchmark_source", {}),
-            {s.pk: s.name for s in catalogue["source"]},
+            {s.pk: s.name for s in lists["source"]},
         ),
-        "gpus": counted(catalogue["gpu"], "gpu"),
+        "gpus": counted(lists["gpu"], "gpu"),
         "sources": sources,
         "totals": {"n": counts["total"], "first": counts["first"]},
-        "groups": counts["groups"],
+        "groups": ComparisonGroup.objects.count(),
     }
 
 
 @require_safe
-@public_page
+@public_page(reads=freshness.run_page)
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = _current_run(public_id)
-    # The data-only sections are cached fragments (run_detail.html): what they need is lazy,
-    # computed only when a fragment is rendered (once per data change).
+    run = Run.objects.for_run_page().current_or_404(public_id)
+    # What reads the run data only is kept under its version, with the run's catalogue rows.
+    parts = run_parts.parts(run, _verdict)
+    # The panels may skip their queries for a run nothing was ever written about.
+    run.activity = freshness.run_activity(public_id)
     return render(
         request,
         "runs/run_detail.html",
         {
             "run": run,
-            "data_version": data_fingerprint()[0],
-            "verdict": SimpleLazyObject(lambda: _verdict(run)),
+            "verdict": parts["verdict"],
             "panels": run_extensions.render_panels(request, run),
-            "leader": SimpleLazyObject(lambda: Run.objects.leader_of(run)),
-            "history": SimpleLazyObject(lambda: run_parts.history(run)),
-            "plausibility": SimpleLazyObject(
-                lambda: dict(zip(("floor", "reason"), floor_for(run), strict=True))
-            ),
-            "parameters": SimpleLazyObject(lambda: _ordered_params(run.workload.parameters)),
-            "tensors": SimpleLazyObject(
-                lambda: sorted(run.workload.tensors, key=lambda t: t["name"])
-            ),
-            "manifest_json": SimpleLazyObject(lambda: run_parts.manifest_json(run)),
+            "leader": parts["leader"],
+            "history": parts["history"],
+            "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
+            "parameters": _ordered_params(run.workload.parameters),
+            "tensors": sorted(run.workload.tensors, key=lambda t: t["name"]),
+            "manifest_json": parts["manifest_json"],
             "permalink": citation.permalink(run),
             "today": timezone.now().date(),
             "canonical": citation.permalink(run),
@@ -167,20 +175,19 @@ def _ordered_params(params: dict) -> list[tuple[str, object]]:
 
 @require_safe
 @public_page
-def run_manifest_json(request: HttpRequest, public_id: str) -> JsonResponse:
+def run_manifest_json(request: HttpRequest, public_id: str) -> HttpResponse:
     """The current revision's manifest, or ?revision=N's (the ledger links both revisions of a
     run that a silently rewritten upstream file revised)."""
-    run = _current_run(public_id)
     wanted = request.GET.get("revision", "")
-    if wanted:
-        if not wanted.isdigit() or len(wanted) > 5:
-            raise Http404("A revision is a whole number, like 1.")
-        if int(wanted) != run.revision:
-            run = get_object_or_404(
-                Run.objects.for_run_page(),
-                public_id=public_id,
-                revision=int(wanted),
-            )
+    if wanted and (not wanted.isdigit() or len(wanted) > 5):
+        raise Http404("A revision is a whole number, like 1.")
+    run = Run.objects.for_run_page().current_or_404(public_id)
+    if not wanted or int(wanted) == run.revision:
+        # The current revision's manifest is one of the run page's kept parts.
+        body = run_parts.parts(run, _verdict)["manifest_json"]
+        return HttpResponse(body, content_type="application/json")
+    run = get_object_or_404(Run.objects.for_run_page(), public_id=public_id, revision=int(wanted))
+    catalogue.attach([run])
     return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False})
 
 
@@ -236,16 +243,16 @@ def run_compare(request: HttpRequest, public_id: str, other_id: str) -> HttpResp
 
 
 @require_safe
-@public_page
+@public_page(reads=lambda slug: freshness.benchmark_page(run_extensions.benchmark_reads()))
 def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     benchmark = get_object_or_404(Benchmark, slug=slug)
-    # The tables and charts change only with the data: rendered once per data change and
-    # choice of view, and kept in the process (a few hundred runs go into one).
+    # The tables and charts read the run data only: kept under its version for each choice
+    # of view (a few hundred runs go into one); the community panel is rendered each time.
     choice = repr(tuple(request.GET.get(name, "") for name in BENCHMARK_CHOICES))
-    status, body = cached_per_data_change(
+    status, body = kept(
         f"benchmark:{benchmark.pk}:{hashlib.sha256(choice.encode()).hexdigest()[:24]}",
+        [DATA],
         lambda: _benchmark_body(benchmark, request.GET),
-        using="fragments",
         keep=lambda value: value[0] == 200,
     )
     return render(
@@ -269,7 +276,7 @@ def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     # Every GPU, pass and metric a source measured, each from its newest publication.
     groups = ComparisonGroup.objects.newest_per_view(benchmark=benchmark)
     runs = list(Run.objects.public().in_groups(groups).for_listing().by_cell())
-    memo.attach(runs)
+    catalogue.attach(runs)
     panels = benchmark_panels(benchmark, runs)
     shown = {p.publication.pk: p.publication for p in panels}
     context = {"benchmark": benchmark, "shown": sorted(shown.values(), key=_publication_order)}
@@ -300,7 +307,7 @@ def _mark_host_dominated(runs: list[Run]) -> None:
 def group_detail(request: HttpRequest, key: str) -> HttpResponse:
     group = ComparisonGroup.objects.with_related().by_key_prefix_or_404(key)
     runs = list(Run.objects.public().in_groups([group]).ranked())
-    memo.attach(runs)
+    catalogue.attach(runs)
     values = [r.median for r in runs]
     unit = runs[0].unit if runs else "ns"
     factor, unit_name = charts.unit_scale(unit, values)
@@ -324,8 +331,8 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
 @require_safe
 @public_page
 def run_list(request: HttpRequest) -> HttpResponse:
-    # The filter form's options and the table's rows are kept per data change
-    # (runs/pages/listing.py): per request, only the page's ids are queried.
+    # The page's ids, then its rows in one query (runs/read/browse.py); the filter form's
+    # options from the catalogue (runs/pages/listing.py).
     context = {"canonical": _canonical(request)}
     try:
         listing = browse(request.GET)
@@ -351,20 +358,28 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
-    """Every fetch of the source's upstream files, newest first: the upstream ledger."""
+    """Every fetch of the source's upstream files, newest first: the upstream ledger, a page
+    of LEDGER_PAGE entries at a time, each page older than the entry named by `?before=`."""
     source = get_object_or_404(Source, slug=slug)
-    entries = ImportRecord.objects.of_source(source)
-    page = Paginator(entries, 100).get_page(request.GET.get("page"))
+    raw = request.GET.get("before", "")
+    if raw and not (raw.isdigit() and len(raw) < 19):
+        raise Http404("A ledger page starts before an entry, named by its number.")
+    entries = ImportRecord.objects.page_of(source, int(raw) if raw else None, LEDGER_PAGE)
+    older = entries[LEDGER_PAGE - 1].pk if len(entries) > LEDGER_PAGE else None
     return render(
         request,
         "runs/source_ledger.html",
         {
             "source": source,
-            "page": page,
-            "lines": ledger_lines(source.slug, page),
+            "lines": ledger_lines(source.slug, entries[:LEDGER_PAGE]),
+            "older": older,
+            "paged": bool(raw),
             "canonical": _canonical(request),
         },
     )
+
+
+LEDGER_PAGE = 100
 
 
 @require_safe
@@ -376,7 +391,8 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
         record.file_name, record.file_url = upstream_file(
             source.slug, record.location, record.upstream_commit
         )
-    stats = source_stats(source.pk)
+    # Over every revision of the source's runs: kept under the run data's version.
+    stats = kept(f"source-stats:{source.pk}", [DATA], lambda: Run.objects.count_of_source(source))
     revisions = Run.objects.revisions_of(source)[:50]
     return render(
         request,
@@ -396,8 +412,10 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    # Counts over every current run of the GPU: kept per data change (runs.read.counts).
-    per_benchmark = gpu_benchmarks(gpu.pk)
+    # Counts over every current run of the GPU: kept under the run data's version.
+    per_benchmark = kept(
+        f"gpu-benchmarks:{gpu.pk}", [DATA], lambda: Run.objects.public().count_per_benchmark_on(gpu)
+    )
     benchmarks = list(Benchmark.objects.by_title(per_benchmark))
     for benchmark in benchmarks:
         benchmark.n = per_benchmark[benchmark.pk]

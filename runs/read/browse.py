@@ -3,7 +3,7 @@
 Every sort is an index on runs_run that ends in the primary key (see Run.Meta.indexes), and a
 page continues from the last row of the previous one (`sort >= v AND (sort > v OR id > i)`), so
 page 1000 costs what page 1 costs and nothing counts the whole match: the page says how many
-runs match up to COUNT_CAP and "more than" past it, counted once per data change. The view and
+runs match up to COUNT_CAP and "more than" past it, counted once per version of the run data. The view and
 bench/explain.py both build the query here.
 """
 
@@ -22,7 +22,7 @@ from django.http import QueryDict
 
 from runs.models import Run
 from runs.read.filters import ORDERINGS, RunFilter
-from runs.read.freshness import cached_per_data_change
+from runs.read.freshness import DATA, kept
 
 PAGE_SIZE = 50
 COUNT_CAP = 1000
@@ -146,8 +146,8 @@ class Browse:
         backwards = self.cursor is not None and self.cursor.before
         # Paging backwards reads the same index in the other direction.
         descending = self.descending != backwards
-        # Only the id and the sort key: the rows' cells come from runs/pages/listing.py, kept
-        # per data change, and the cursor needs nothing else.
+        # Only the id and the sort key: the rows are loaded whole for the page's fifty
+        # (runs/pages/listing.py), and the cursor needs nothing else.
         queryset = self.filterset.qs.only("id", self.column).order_by(*self._ordering(descending))
         if self.cursor is not None:
             queryset = queryset.filter(self._beyond(self.cursor, descending))
@@ -158,16 +158,14 @@ class Browse:
         return self.filterset.qs.order_by().values("id")[: COUNT_CAP + 1]
 
     def matching(self) -> int:
-        """The capped count, kept per data change for each combination of filters: it does not
+        """The capped count, kept under the run data's version for each combination of filters: it does not
         depend on the sort or the page, so paging through a result or re-sorting it counts
         once. (Two filters can leave a thousand runs scattered over the heap: counting them
         is most of such a page's SQL.)"""
         cleaned = self.filterset.form.cleaned_data if self.filterset.is_bound else {}
         filters = sorted((k, v) for k, v in cleaned.items() if k != "ordering" and v)
         key = hashlib.sha256(json.dumps(filters, default=str).encode()).hexdigest()
-        return cached_per_data_change(
-            f"browse-count:{key}", lambda: self.count_queryset().count(), using="fragments"
-        )
+        return kept(f"browse-count:{key}", [DATA], lambda: self.count_queryset().count())
 
     def _cursor(self, run: Run, *, before: bool) -> Cursor:
         return Cursor(self.sort, getattr(run, self.column), run.pk, before)

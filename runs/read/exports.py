@@ -35,11 +35,11 @@ from operator import attrgetter
 from django.http import QueryDict
 
 from runs.models import Run
-from runs.read import memo
+from runs.read import catalogue
 from runs.read.filters import RunFilter
 
 # (column, run field, catalogue table, attribute of its row): one list, so a column can never
-# drift from the value under it. Catalogue values come from runs.read.memo, not from joins:
+# drift from the value under it. Catalogue values come from runs.read.catalogue, not from joins:
 # only the two large relations (workload, group) are joined.
 COLUMNS: list[tuple[str, str, str | None, str | None]] = [
     ("public_id", "public_id", None, None),
@@ -103,19 +103,19 @@ def rows(queryset, *, after: int = 0) -> Iterator[tuple[int, list]]:
         (i, table, attrgetter(attr)) for i, (_, _, table, attr) in enumerate(COLUMNS) if table
     ]
     ordered = queryset.order_by("id").values_list(*fields)
+    tables = catalogue.load()
     while True:
         chunk = list(ordered.filter(id__gt=after)[:CHUNK_ROWS])
         if not chunk:
             return
-        tables = memo.tables()
         for row in chunk:
             values = list(row[1:])
             try:
                 for i, table, get in getters:
                     values[i] = get(tables[table][values[i]])
             except KeyError:
-                # A catalogue row committed after the copy was loaded: reload it once.
-                tables = memo.tables(force=True)
+                # A catalogue row committed after the export began: reload it once.
+                tables = catalogue.load()
                 values = list(row[1:])
                 for i, table, get in getters:
                     values[i] = get(tables[table][values[i]])

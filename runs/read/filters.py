@@ -3,9 +3,8 @@
 Every filter lands on an indexed column of runs_run (Run.Meta.indexes). Text filters (free-text
 search, slugs of related rows) are resolved against the small catalogue tables first and reach
 runs_run as an indexed `IN (...)` on a foreign key, never as a LIKE over the run table. Slugs of
-benchmarks, GPUs, sources and providers are matched in the per-process copies of those tables
-(runs.read.memo), without a query; data types and free text in a query of their own, whose
-result is kept per data change for each value.
+benchmarks, GPUs, sources and providers are matched in a small indexed query of their own; data
+types and free text likewise, their result kept under the run data's version for each value.
 
 Each is resolved into a list of ids, not left as a subquery: PostgreSQL
 cannot combine `a IN (SELECT ...) OR b IN (SELECT ...)` with indexes (it filters every row of
@@ -34,8 +33,7 @@ from runs.models import (
     TimedPass,
     Workload,
 )
-from runs.read import memo
-from runs.read.freshness import cached_per_data_change
+from runs.read.freshness import DATA, kept
 
 ORDERINGS = {
     "median": "median",
@@ -45,12 +43,10 @@ ORDERINGS = {
 }
 
 
-def _catalogue_ids(table: str, matches, rows) -> list[int]:
-    """Ids of the rows of a catalogue table that `matches`, from the per-process copies. A value
-    no copy matches is looked up in the database too (`rows`): the row may have come with an
-    import that committed since the copies were loaded."""
-    ids = sorted(pk for pk, row in memo.tables()[table].items() if matches(row))
-    return ids or _ids(rows)
+def _catalogue_ids(rows) -> list[int]:
+    """Ids of the catalogue rows a filter names (a slug, a provider key): a small indexed query
+    of their own, so the run query gets them as a literal list."""
+    return _ids(rows)
 
 
 def _ids(rows) -> list[int]:
@@ -88,9 +84,9 @@ def _search_sources(value: str) -> list[tuple[str, object]]:
 def search_condition(value: str) -> Q:
     """Runs whose benchmark, implementation, GPU or workload matches `value`, as literal id
     lists on runs_run's indexed foreign keys. The lists come from one query over the catalogue
-    tables, kept per data change for each text searched (they change only with the data)."""
+    tables, kept under the run data's version for each text searched (they change only with the data)."""
     key = hashlib.sha256(value.encode()).hexdigest()
-    ids = cached_per_data_change(f"search:{key}", lambda: _search_ids(value), using="fragments")
+    ids = kept(f"search:{key}", [DATA], lambda: _search_ids(value))
     if not ids:
         return Q(pk__in=[])
     condition = Q()
@@ -147,38 +143,24 @@ class RunFilter(django_filters.FilterSet):
         return queryset.filter(search_condition(value))
 
     def by_benchmark(self, queryset, name, value):
-        ids = _catalogue_ids(
-            "benchmark", lambda row: row.slug == value, Benchmark.objects.filter(slug=value)
-        )
+        ids = _catalogue_ids(Benchmark.objects.filter(slug=value))
         return queryset.filter(benchmark_id__in=ids)
 
     def by_implementation(self, queryset, name, value):
-        ids = _catalogue_ids(
-            "implementation",
-            lambda row: row.provider_key == value,
-            Implementation.objects.filter(provider_key=value),
-        )
+        ids = _catalogue_ids(Implementation.objects.filter(provider_key=value))
         return queryset.filter(implementation_id__in=ids)
 
     def by_gpu(self, queryset, name, value):
-        ids = _catalogue_ids(
-            "environment",
-            lambda row: row.gpu.slug == value,
-            Environment.objects.filter(gpu__slug=value),
-        )
+        ids = _catalogue_ids(Environment.objects.filter(gpu__slug=value))
         return queryset.filter(environment_id__in=ids)
 
     def by_dtype(self, queryset, name, value):
-        # Workloads are not among the per-process copies (there are hundreds, and more with
-        # every new shape): their ids per data type are kept per data change instead.
+        # Workloads are hundreds, and more with every new shape: their ids per data type are
+        # kept under the run data's version.
         key = "dtype:" + hashlib.sha256(value.encode()).hexdigest()
-        ids = cached_per_data_change(
-            key, lambda: _ids(Workload.objects.filter(dtype=value)), using="fragments"
-        )
+        ids = kept(key, [DATA], lambda: _ids(Workload.objects.filter(dtype=value)))
         return queryset.filter(workload_id__in=ids)
 
     def by_source(self, queryset, name, value):
-        ids = _catalogue_ids(
-            "source", lambda row: row.slug == value, Source.objects.filter(slug=value)
-        )
+        ids = _catalogue_ids(Source.objects.filter(slug=value))
         return queryset.filter(source_id__in=ids)

@@ -1,65 +1,232 @@
-"""A cheap fingerprint of the public data, for ETags, Last-Modified and the page cache.
+"""When a page goes stale: the versions each page reads, and the writes that move them.
 
-The fingerprint is the DataVersion row, which database triggers on every public table bump in
-the same transaction as any write (save, update(), bulk_create, COPY, raw SQL): no write path
-can forget it, and the new version becomes visible exactly when the write commits. A counter in
-the cache (`data_changed()`, also called on every model save) is folded in as well, for writes
-outside the database. Cached pages are keyed by the fingerprint, so a change makes every old
-entry unreachable instead of having to find and delete it.
+A version is a row of runs.models.Version, moved by a database trigger in the transaction of
+the write itself (save(), update(), bulk_create, COPY, raw SQL alike): no write path can forget
+it, and the new value becomes visible exactly when the write commits.
 
-The fingerprint is remembered in the process for FINGERPRINT_TTL seconds (a second or two), so
-a burst of requests costs one query; a change shows up at most that long after it commits.
+    scope               moved by a write to
+    ------------------  ------------------------------------------------------------------
+    data                any table of the runs app: runs, groups, documents, publications,
+                        the ledger, evidence events, changes, claims (ingest and evidence)
+    run:<public id>     a row of another public app that names that run, directly or
+                        through its parent row: attestations, reports and their moderation,
+                        rerun jobs (a claim, a heartbeat), their receipts and rejected results
+    activity:<app>      any row of that app (every run:<id> write moves its app's too)
+    activity:unscoped   a row of another public app that names no run (poster bans), or a
+                        TRUNCATE of one
+
+    page                                        reads
+    ------------------------------------------  ---------------------------------------------
+    run page /runs/<id>/                         data, run:<id>, activity:unscoped
+    benchmark page                               data, and what its panels declare
+                                                 (attestations: activity:attestations)
+    every other public page: home, browse, group, source, ledger, GPU, the feeds, the API,
+    changes, claims, a run's history, compare and manifest                 data
+
+So an attestation on run A retires A's page and the benchmark pages, a job claim or heartbeat
+on A retires A's page only, neither run B's page, the home page or browse; an ingest or an
+evidence change retires every page.
+
+Who keeps a page, and for how long it can be older than the data:
+- the server's page cache (anonymous GETs, runs/read/page_cache.py: the shared cache and a
+  small copy in each process) and the values kept for a page (kept() below: a run page's
+  data parts and panels, the home page's counts...) are keyed by the versions they read: an
+  entry is never served once one of those versions has moved. Old entries are never read
+  again and age out.
+- signed-in readers are never served a stored page; their ETag is the content's own.
+- browsers and proxies get `Cache-Control: no-cache` with an ETag made of the same versions:
+  they may keep a copy but ask before each use, and the answer is a 304 when nothing the page
+  reads has moved. So no write leaves a stale page anywhere once it has committed.
+Each request reads the versions of its page once (one query on the primary key).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
-import time
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
-from functools import wraps
 
 from django.apps import apps
-from django.conf import settings
-from django.core.cache import cache, caches
-from django.db import connections, transaction
-from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
-from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
-from django.utils.http import http_date
-from django.utils.text import compress_string
+from django.core.cache import cache
+from django.db import connections
 
-from runs.models import DataVersion
+from runs.models import Version
 
 logger = logging.getLogger(__name__)
 
-VERSION_KEY = "runs:data-version"
-_memo: dict = {"at": -1e9, "value": None}
+DATA = "data"
+UNSCOPED = "activity:unscoped"
+# How long a kept value may sit unread in the cache; never served under other versions.
+KEPT_SECONDS = 3600
 
 
-def data_changed() -> None:
-    """Call after a write that changes public pages (saves of the apps' models do it for you).
-
-    Bumped now and again after commit: a request that read the old rows while the write was
-    still uncommitted may have cached them under the first bump; the second retires that entry.
-    """
-    _bump()
-    transaction.on_commit(_bump)
+def run_scope(public_id: str) -> str:
+    return f"run:{public_id}"
 
 
-def _bump() -> None:
-    _memo["at"] = -1e9
+def activity_of(app_label: str) -> str:
+    """Any write to that app's public tables: for a part that sums up an app's rows across
+    runs (a benchmark page's measured reproductions), declared by the app that renders it."""
+    return f"activity:{app_label}"
+
+
+def run_page(public_id: str) -> tuple[str, ...]:
+    """What a run page reads: the run data, this run's activity (its panels) and the
+    community writes that name no run."""
+    return (DATA, run_scope(public_id), UNSCOPED)
+
+
+def benchmark_page(panel_reads=()) -> tuple[str, ...]:
+    """What a benchmark page reads: the run data, and what its panels declare they read."""
+    return (DATA, *panel_reads)
+
+
+EVERY_OTHER_PAGE = (DATA,)
+
+
+# Reading versions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Versions:
+    values: dict[str, int]
+    times: dict[str, datetime | None]  # when each last moved
+    key: str = field(default="")
+
+    @property
+    def last(self) -> datetime | None:
+        """When the newest of them moved (a page's Last-Modified)."""
+        known = [at for at in self.times.values() if at is not None]
+        return max(known) if known else None
+
+    def of(self, scopes) -> Versions:
+        values = {s: self.values[s] for s in scopes}
+        times = {s: self.times[s] for s in scopes}
+        return Versions(values, times, _key(values, times))
+
+
+# Test databases roll back while the cache keeps its entries, so a version value can come
+# back with other rows behind it; reset() gives the process a new namespace. Never moved in
+# production, where versions only grow.
+_namespace = {"salt": ""}
+_reading: contextvars.ContextVar[Versions | None] = contextvars.ContextVar("versions", default=None)
+
+
+def current(scopes) -> Versions:
+    """The versions of these scopes now: from the request's own read where it read them all
+    (page_cache.public_page reads a page's versions once), else one query."""
+    scopes = tuple(sorted(set(scopes)))
+    known = _reading.get()
+    if known is not None and all(s in known.values for s in scopes):
+        return known.of(scopes)
+    found = {scope: (value, at) for scope, value, at in _read(scopes)}
+    values = {s: found.get(s, (0, None))[0] for s in scopes}
+    times = {s: found.get(s, (0, None))[1] for s in scopes}
+    return Versions(values, times, _key(values, times))
+
+
+def _read(scopes: tuple[str, ...]) -> list[tuple]:
+    # Every request asks this, cached page or not: plain SQL on the primary key, without the
+    # ORM's query building (a third of a cached page's time in process).
+    connection = connections["default"]
+    table = connection.ops.quote_name(Version._meta.db_table)
+    marks = ", ".join(["%s"] * len(scopes))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT scope, value, changed_at FROM {table} WHERE scope IN ({marks})", scopes
+        )
+        rows = cursor.fetchall()
+    if connection.vendor == "sqlite":  # text there; a datetime from PostgreSQL
+        converter = connection.ops.convert_datetimefield_value
+        rows = [(s, v, converter(at, None, connection) if at else None) for s, v, at in rows]
+    return rows
+
+
+def _key(values: dict[str, int], times: dict[str, datetime | None]) -> str:
+    # The time beside the value: a version table restored or rebuilt starts its values again.
+    raw = ";".join(
+        f"{s}={v}@{times[s].timestamp() if times[s] else 0:.6f}" for s, v in sorted(values.items())
+    )
+    return hashlib.sha256((_namespace["salt"] + raw).encode()).hexdigest()[:32]
+
+
+class reading:
+    """`with reading(versions):` lets kept() in the view reuse the versions already read."""
+
+    def __init__(self, versions: Versions) -> None:
+        self.versions = versions
+
+    def __enter__(self) -> Versions:
+        self.token = _reading.set(self.versions)
+        return self.versions
+
+    def __exit__(self, *exc) -> None:
+        _reading.reset(self.token)
+
+
+def run_activity(public_id: str) -> int:
+    """How many writes have named this run (0: it has no attestation, report or job at all,
+    so its panels need not ask for any)."""
+    return current([run_scope(public_id)]).values[run_scope(public_id)]
+
+
+_MISSING = object()
+
+
+def kept(name: str, scopes, compute, *, keep=None):
+    """compute(), kept in the shared cache under the versions of `scopes` (what compute
+    reads): for the parts of a page that cost more than the rest of it (the home page's
+    counts, a benchmark page's tables). `keep` decides which values are worth keeping (not
+    error pages, whose keys a client can vary at will). A cache outage computes every time."""
+    full = f"kept:{name}:{current(scopes).key}"
+    value = _cache_call(cache.get, full, _MISSING, failed=_MISSING)
+    if value is _MISSING:
+        value = compute()
+        if keep is None or keep(value):
+            _cache_call(cache.set, full, value, KEPT_SECONDS)
+    return value
+
+
+def kept_many(kind: str, ids, scopes, build) -> dict:
+    """{id: part} for each id's `kind` part (a listing's table row, a run as the API lists it),
+    kept in the shared cache under the versions of `scopes`. `build(missing ids)` makes those
+    not kept, all in one go, so a page of fifty costs one lookup when warm and one query more
+    when cold, however many of its parts were missing."""
+    version = current(scopes).key
+    keys = {pk: f"kept:{kind}:{pk}:{version}" for pk in ids}
+    found = _cache_call(cache.get_many, list(keys.values()), failed={})
+    parts = {pk: found[key] for pk, key in keys.items() if key in found}
+    missing = [pk for pk in keys if pk not in parts]
+    if missing:
+        built = build(missing)
+        _cache_call(cache.set_many, {keys[pk]: part for pk, part in built.items()}, KEPT_SECONDS)
+        parts.update(built)
+    return parts
+
+
+def _cache_call(method, *args, failed=None):
+    """The shared cache is an accelerator: when it is down, pages are rendered, not refused."""
     try:
-        try:
-            cache.incr(VERSION_KEY)
-        except ValueError:
-            cache.set(VERSION_KEY, 1, timeout=None)
-    except Exception:  # noqa: BLE001 - a cache outage must not fail the write that called us
-        # Pages cached before the outage stay until PAGE_CACHE_SECONDS runs out.
-        logger.warning("could not bump the page-cache data version", exc_info=True)
+        return method(*args)
+    except Exception:  # noqa: BLE001
+        logger.warning("page cache unavailable", exc_info=True)
+        return failed
 
 
-TRIGGER = "kernelindex_data_changed"
+def reset() -> None:
+    """A new namespace for every key (tests whose database rolled back its versions)."""
+    _namespace["salt"] = uuid.uuid4().hex
+    from runs.read import page_cache  # the page cache is built on this module
+
+    page_cache._local.clear()
+
+
+# The triggers ----------------------------------------------------------------------------
+
+TRIGGER = "ki_version"
 
 
 # Each app declares on its AppConfig whether its rows appear on public pages
@@ -71,7 +238,7 @@ def public_data_apps() -> frozenset[str]:
 
 
 def private_models() -> frozenset[str]:
-    """The "app.model" labels of the public apps' models that must not move the data version."""
+    """The "app.model" labels of the public apps' models that must not move a version."""
     return frozenset(
         f"{config.label}.{name}"
         for config in apps.get_app_configs()
@@ -80,277 +247,168 @@ def private_models() -> frozenset[str]:
     )
 
 
-def public_tables() -> list[str]:
-    """Every table of the public apps (many-to-many tables too), less the private ones."""
-    tables = set()
+def public_models() -> list:
+    """Every model of the public apps (many-to-many tables too), less the private ones."""
     private = private_models()
-    for label in public_data_apps():
-        for model in apps.get_app_config(label).get_models(include_auto_created=True):
-            meta = model._meta
-            if meta.managed and not meta.proxy and meta.label_lower not in private:
-                tables.add(meta.db_table)
-    return sorted(tables)
+    return [
+        model
+        for label in sorted(public_data_apps())
+        for model in apps.get_app_config(label).get_models(include_auto_created=True)
+        if model._meta.managed and not model._meta.proxy and model._meta.label_lower not in private
+    ]
+
+
+def public_tables() -> list[str]:
+    return sorted(m._meta.db_table for m in public_models())
+
+
+def run_paths(model, row: str) -> list[str]:
+    """SQL for the id of the run a row of `model` names: its `run` column, else the `run`
+    column of each parent row it points at (a receipt's job, a moderation event's
+    attestation). [] for a row that names no run."""
+    run_model = apps.get_model("runs", "Run")
+
+    def run_field(m):
+        return next(
+            (
+                f
+                for f in m._meta.concrete_fields
+                if f.name == "run" and f.related_model is run_model
+            ),
+            None,
+        )
+
+    direct = run_field(model)
+    if direct is not None:
+        return [f"{row}.{direct.column}"]
+    paths = []
+    for f in model._meta.concrete_fields:
+        parent = f.related_model if f.is_relation else None
+        inner = run_field(parent) if parent is not None and parent is not model else None
+        if inner is not None:
+            table, pk = parent._meta.db_table, parent._meta.pk.column
+            paths.append(f"(SELECT {inner.column} FROM {table} WHERE {pk} = {row}.{f.column})")
+    return paths
+
+
+def _scope_for(model) -> str:
+    if model._meta.app_label == "runs":
+        return DATA
+    return "run" if run_paths(model, "x") else UNSCOPED
+
+
+def _bump(now: str, scope: str) -> str:
+    v = Version._meta.db_table
+    return (
+        f"INSERT INTO {v} (scope, value, changed_at) VALUES ('{scope}', 1, {now}) "
+        f"ON CONFLICT (scope) DO UPDATE SET value = {v}.value + 1, changed_at = {now};"
+    )
+
+
+def _bump_run(now: str, run_id: str) -> str:
+    v, runs = Version._meta.db_table, apps.get_model("runs", "Run")._meta.db_table
+    return (
+        f"INSERT INTO {v} (scope, value, changed_at) SELECT 'run:' || public_id, 1, {now} "
+        f"FROM {runs} WHERE id = {run_id} "
+        f"ON CONFLICT (scope) DO UPDATE SET value = {v}.value + 1, changed_at = {now};"
+    )
+
+
+def _row_sql(model, now: str, row: str) -> str:
+    """What one written row moves: its runs' versions and its app's activity."""
+    runs = "".join(_bump_run(now, p) for p in run_paths(model, row))
+    return runs + _bump(now, activity_of(model._meta.app_label))
+
+
+def _statement_sql(model, now: str) -> str:
+    """What a write that names no one run moves: the run data (runs' tables), or what every
+    run page reads and the app's activity (other apps' tables, and a TRUNCATE of any)."""
+    if model._meta.app_label == "runs":
+        return _bump(now, DATA)
+    return _bump(now, UNSCOPED) + _bump(now, activity_of(model._meta.app_label))
 
 
 def triggers_install(using: str = "default", **kwargs) -> None:
-    """(Re)create the triggers that bump DataVersion on any write to a public table. Run after
-    every migrate (post_migrate), so a table added by any app's migration is covered."""
+    """(Re)create the triggers that move the versions on any write to a public table, and give
+    every run that already has activity its version. Run after every migrate (post_migrate),
+    so a table added by any app's migration is covered."""
     connection = connections[using]
-    version = connection.ops.quote_name(DataVersion._meta.db_table)
     existing = set(connection.introspection.table_names())
-    if DataVersion._meta.db_table not in existing:
+    if Version._meta.db_table not in existing or connection.vendor not in ("postgresql", "sqlite"):
         return
-    now = "now()" if connection.vendor == "postgresql" else "strftime('%Y-%m-%d %H:%M:%f','now')"
-    # Insert-or-ignore, then update: the row may have been truncated away (test flushes).
-    bump = (
-        f"INSERT INTO {version} (id, value, changed_at) VALUES (1, 0, {now}) "
-        f"ON CONFLICT (id) DO NOTHING; "
-        f"UPDATE {version} SET value = value + 1, changed_at = {now} WHERE id = 1;"
-    )
-    tables = [t for t in public_tables() if t in existing]
+    models = [m for m in public_models() if m._meta.db_table in existing]
+    install = _install_postgresql if connection.vendor == "postgresql" else _install_sqlite
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"CREATE OR REPLACE FUNCTION {TRIGGER}() RETURNS trigger LANGUAGE plpgsql "
-                f"AS $$ BEGIN {bump} RETURN NULL; END $$"
-            )
-            for table in tables:
-                quoted = connection.ops.quote_name(table)
-                cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER} ON {quoted}")
-                # Per statement: a COPY of 2,000 runs bumps once, not 2,000 times.
-                cursor.execute(
-                    f"CREATE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE "
-                    f"ON {quoted} FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}()"
-                )
-        elif connection.vendor == "sqlite":
-            for table in tables:
-                for op in ("INSERT", "UPDATE", "DELETE"):
-                    name = connection.ops.quote_name(f"{TRIGGER}_{table}_{op.lower()}")
-                    cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
-                    cursor.execute(
-                        f"CREATE TRIGGER {name} AFTER {op} ON {connection.ops.quote_name(table)} "
-                        f"BEGIN {bump} END"
-                    )
+        for model in models:
+            install(cursor, connection, model)
+        _seed(cursor, connection, models)
 
 
-def on_saved(sender, **kwargs) -> None:
-    if getattr(sender._meta.app_config, "public_data", False):
-        data_changed()
-
-
-def data_fingerprint() -> tuple[str, datetime | None]:
-    """(fingerprint, time of the latest change known) of everything the public pages show."""
-    ttl = getattr(settings, "FINGERPRINT_TTL", 2.0)
-    now = time.monotonic()
-    if _memo["value"] is not None and now - _memo["at"] < ttl:
-        return _memo["value"]
-    data, last = DataVersion.objects.filter(pk=1).values_list("value", "changed_at").first() or (
-        0,
-        None,
+def _install_postgresql(cursor, connection, model) -> None:
+    table = model._meta.db_table
+    quoted = connection.ops.quote_name(table)
+    for suffix in ("", "_row", "_truncate"):
+        cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}{suffix} ON {quoted}")
+    function = f"{TRIGGER}_{table}"[:60]
+    # Per statement: a COPY of 2,000 runs moves the version once, not 2,000 times.
+    cursor.execute(
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"{_statement_sql(model, 'now()')} RETURN NULL; END $$"
     )
-    version = _cache_call(cache.get, VERSION_KEY, 0)
-    # Without the version counter a change cannot retire cached pages: cache nothing meanwhile.
-    # Nor while the cache serves from one process's memory (Redis down, kernelindex/cache.py).
-    _memo["cache_ok"] = version is not None and not getattr(cache, "degraded", lambda: False)()
-    value = (f"{data}.{last.timestamp() if last else 0:.6f}.{version}", last)
-    _memo.update(at=now, value=value)
-    return value
-
-
-def _cache_call(method, *args):
-    """The shared cache is an accelerator: when it is down, pages are rendered, not refused."""
-    try:
-        return method(*args)
-    except Exception:  # noqa: BLE001
-        logger.warning("page cache unavailable", exc_info=True)
-        return None
-
-
-def reset() -> None:
-    """Start on a new fingerprint with nothing remembered: tests whose database rolled back
-    while the cache kept its pages."""
-    _bump()
-    _memo.update(at=-1e9, value=None)
-    _local.clear()
-    _per_change.clear()
-
-
-_per_change: dict[str, tuple[str, object]] = {}
-
-
-def once_per_data_change(name: str, compute):
-    """compute(), remembered in this process until the data fingerprint moves.
-
-    For small facts that pages would otherwise ask for on every request (which runs have any
-    rerun jobs, which have any attestations): one query per data change instead of one per
-    page. The fingerprint is read before computing, so a write that commits meanwhile moves it
-    again and the value is recomputed: never older than the fingerprint it is stored under.
-    """
-    fingerprint, _ = data_fingerprint()
-    hit = _per_change.get(name)
-    if hit is None or hit[0] != fingerprint:
-        hit = _per_change[name] = (fingerprint, compute())
-    return hit[1]
-
-
-def cached_per_data_change(key: str, compute, *, using: str = "default", keep=None):
-    """compute(), kept in a cache under the data fingerprint: for per-object parts of a page (a
-    run's history chart, a benchmark page's rendered tables) that stay the same until the data
-    changes. `using="fragments"` keeps it in the process's memory (no round trip); `keep`
-    decides which values are worth keeping (not error pages, whose keys a client can vary at
-    will). A cache outage computes every time; it never serves a value under another
-    fingerprint."""
-    fingerprint, _ = data_fingerprint()
-    full = f"part:{key}:{fingerprint}"
-    store = caches[using]
-    value = _cache_call(store.get, full)
-    if value is None:
-        value = compute()
-        if keep is None or keep(value):
-            _cache_call(store.set, full, value, 3600)
-    return value
-
-
-def kept_per_data_change(kind: str, ids, build) -> dict:
-    """{id: part} for each id's `kind` part (a listing's table row, a run as the API lists it),
-    kept in this process's memory until the data fingerprint moves.
-
-    `build(missing ids)` makes the parts not kept, all in one go, so a page of fifty costs one
-    lookup when warm and one query more when cold, however many of its rows were missing. A
-    listing's query then needs only the ids and its sort key, not the rows' relations."""
-    fingerprint, _ = data_fingerprint()
-    store = caches["fragments"]
-    keys = {pk: f"{kind}:{pk}:{fingerprint}" for pk in ids}
-    found = store.get_many(list(keys.values()))
-    parts = {pk: found[key] for pk, key in keys.items() if key in found}
-    missing = [pk for pk in keys if pk not in parts]
-    if missing:
-        built = build(missing)
-        store.set_many({keys[pk]: part for pk, part in built.items()}, 3600)
-        parts.update(built)
-    return parts
-
-
-def public_page(view):
-    """ETag, Last-Modified and Cache-Control for a read-only page, and a page cache for anonymous
-    GETs keyed by the data fingerprint.
-
-    Logged-in readers are never served from or stored into the shared cache: their pages may
-    carry their own drafts or forms. The access date in citations is part of the key, so a page
-    never shows yesterday's date.
-    """
-
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if request.method not in ("GET", "HEAD"):
-            return view(request, *args, **kwargs)
-        fingerprint, last = data_fingerprint()
-        # Without a session cookie or credentials the reader is anonymous: no need to load the
-        # session (and to add Vary: Cookie from it) just to learn that.
-        anonymous = (
-            settings.SESSION_COOKIE_NAME not in request.COOKIES
-            and "Authorization" not in request.headers
-        ) or not request.user.is_authenticated
-        seconds = getattr(settings, "PAGE_CACHE_SECONDS", 300)
-        # Only a request that carries no state of its own shares the cache: a session or a
-        # messages cookie may put a one-off notice ("signed out", "email confirmed") into the
-        # page, which must not be stored for every other reader.
-        stateless = not (
-            settings.SESSION_COOKIE_NAME in request.COOKIES
-            or "messages" in request.COOKIES
-            or "Authorization" in request.headers
+    if _scope_for(model) != "run":
+        cursor.execute(
+            f"CREATE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {quoted} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
         )
-        use_cache = anonymous and stateless and seconds > 0 and _memo.get("cache_ok", True)
-        # Cached pages are stored compressed for clients that take gzip, so a hit is not
-        # compressed again on every request; each encoding is its own entry and ETag.
-        gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
-        raw = "|".join(
-            [
-                # Pages are built from SITE_ROOT, but a view or a library may still read the
-                # Host header (allauth, DRF's browsable API): the host is part of the key.
-                request.get_host(),
-                request.get_full_path(),
-                fingerprint,
-                timezone.now().date().isoformat(),
-                "anon" if anonymous else f"user:{request.user.pk}",
-                # The API negotiates JSON or the browsable HTML on the same URL.
-                request.headers.get("Accept", ""),
-                "gzip" if gzipped else "identity",
-            ]
-        )
-        etag = '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
-        last_ts = int(last.timestamp()) if last else None
-        not_modified = get_conditional_response(request, etag=etag, last_modified=last_ts)
-        if not_modified is not None:
-            _headers(not_modified, anonymous)
-            return not_modified
-        key = f"page:{etag.strip(chr(34))}"
-        if use_cache:
-            hit = _local.get(key)
-            if hit is None:
-                hit = _cache_call(cache.get, key)
-                if hit is not None:
-                    _remember(key, hit)
-            if hit is not None:
-                # The headers were worked out when the page was stored; set them as they were.
-                content_type, body, headers = hit
-                response = HttpResponse(body, content_type=content_type)
-                for name, value in headers:
-                    response.headers[name] = value
-                response.headers["X-Page-Cache"] = "hit"
-                return response
-        response = view(request, *args, **kwargs)
-        if response.status_code != 200 or getattr(response, "streaming", False):
-            return response
-        if hasattr(response, "render") and not response.is_rendered:
-            response.render()  # DRF and TemplateResponse render lazily
-        if use_cache and gzipped and not response.has_header("Content-Encoding"):
-            response.content = compress_string(response.content)
-            response["Content-Encoding"] = "gzip"
-            patch_vary_headers(response, ["Accept-Encoding"])
-        _finish(response, etag, last, anonymous)
-        if use_cache:
-            headers = tuple(
-                (name, value)
-                for name, value in response.items()
-                if name.lower() not in ("content-type", "content-length", "x-page-cache")
-            )
-            entry = (response["Content-Type"], response.content, headers)
-            _cache_call(cache.set, key, entry, seconds)
-            _remember(key, entry)
-            response["X-Page-Cache"] = "miss"
-        return response
-
-    return wrapper
-
-
-# A small per-process copy of the shared page cache: a hit costs a dict lookup instead of a
-# round trip. Keys carry the data fingerprint, so a change makes old entries unreachable here
-# too; the size bound evicts them, oldest first.
-_LOCAL_ENTRIES = 256
-_LOCAL_MAX_BYTES = 256 * 1024
-_local: dict[str, tuple[str, bytes, tuple]] = {}
-
-
-def _remember(key: str, entry: tuple[str, bytes, tuple]) -> None:
-    if len(entry[1]) > _LOCAL_MAX_BYTES:
         return
-    if len(_local) >= _LOCAL_ENTRIES:
-        _local.pop(next(iter(_local)))
-    _local[key] = entry
+    # Per row: each row names its own run. A TRUNCATE names none: it moves what every run reads.
+    cursor.execute(
+        f"CREATE OR REPLACE FUNCTION {function}_r() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF TG_OP <> 'DELETE' THEN {_row_sql(model, 'now()', 'NEW')} END IF; "
+        f"IF TG_OP <> 'INSERT' THEN {_row_sql(model, 'now()', 'OLD')} END IF; "
+        f"RETURN NULL; END $$"
+    )
+    cursor.execute(
+        f"CREATE TRIGGER {TRIGGER}_row AFTER INSERT OR UPDATE OR DELETE ON {quoted} "
+        f"FOR EACH ROW EXECUTE FUNCTION {function}_r()"
+    )
+    cursor.execute(
+        f"CREATE TRIGGER {TRIGGER}_truncate AFTER TRUNCATE ON {quoted} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
+    )
 
 
-def _headers(response: HttpResponse, anonymous: bool) -> None:
-    if anonymous:
-        patch_cache_control(response, public=True, max_age=60)
-    else:
-        patch_cache_control(response, private=True, no_cache=True)
-    patch_vary_headers(response, ["Cookie", "Accept"])
+SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f','now')"
 
 
-def _finish(response: HttpResponse, etag: str, last, anonymous: bool) -> HttpResponse:
-    response["ETag"] = etag
-    if last:
-        response["Last-Modified"] = http_date(last.timestamp())
-    _headers(response, anonymous)
-    return response
+def _install_sqlite(cursor, connection, model) -> None:
+    table = model._meta.db_table
+    for op in ("INSERT", "UPDATE", "DELETE"):
+        name = connection.ops.quote_name(f"{TRIGGER}_{table}_{op.lower()}")
+        cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+        if _scope_for(model) == "run":
+            rows = {"INSERT": ["NEW"], "UPDATE": ["NEW", "OLD"], "DELETE": ["OLD"]}[op]
+            body = "".join(_row_sql(model, SQLITE_NOW, row) for row in rows)
+        else:
+            body = _statement_sql(model, SQLITE_NOW)
+        cursor.execute(
+            f"CREATE TRIGGER {name} AFTER {op} ON {connection.ops.quote_name(table)} "
+            f"BEGIN {body} END"
+        )
+
+
+def _seed(cursor, connection, models) -> None:
+    """Runs with activity from before these triggers existed get version 1, so the pages
+    that skip the activity queries for a run at version 0 skip only runs with none."""
+    v, runs = Version._meta.db_table, apps.get_model("runs", "Run")._meta.db_table
+    now = "now()" if connection.vendor == "postgresql" else SQLITE_NOW
+    for model in models:
+        if _scope_for(model) != "run":
+            continue
+        for path in run_paths(model, "t"):
+            cursor.execute(
+                f"INSERT INTO {v} (scope, value, changed_at) "
+                f"SELECT DISTINCT 'run:' || r.public_id, 1, {now} "
+                f"FROM {connection.ops.quote_name(model._meta.db_table)} AS t "
+                f"JOIN {runs} AS r ON r.id = {path} WHERE 1 = 1 ON CONFLICT (scope) DO NOTHING"
+            )

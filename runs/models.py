@@ -342,7 +342,7 @@ class ComparisonGroup(models.Model):
 
 # The rows every public read is limited to (RunQuerySet.public).
 CURRENT = models.Q(is_current=True)
-# What a cell's history reads of each run (RunQuerySet.history_of, runs/pages/run_parts.py),
+# What a cell's history reads of each run (RunQuerySet.history_of, runs/pages/run_sections.py),
 # beside the group in run_group_rank (PostgreSQL's INCLUDE; other databases ignore it).
 HISTORY_COLUMNS = [
     "is_current",

@@ -29,7 +29,7 @@ from runs.models import (
     Run,
     Source,
 )
-from runs.pages import charts, run_parts
+from runs.pages import charts, run_sections
 from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
 from runs.pages.compare import comparability, spec_diff
 from runs.pages.home import benchmark_groups
@@ -124,7 +124,7 @@ def _home_catalogue() -> dict:
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     run = Run.objects.for_run_page().current_or_404(public_id)
     # What reads the run data only is kept under its version, with the run's catalogue rows.
-    parts = run_parts.parts(run, _verdict)
+    parts = run_sections.parts(run, _verdict)
     # The panels may skip their queries for a run nothing was ever written about.
     run.activity = freshness.run_activity(public_id)
     return render(
@@ -184,7 +184,7 @@ def run_manifest_json(request: HttpRequest, public_id: str) -> HttpResponse:
     run = Run.objects.for_run_page().current_or_404(public_id)
     if not wanted or int(wanted) == run.revision:
         # The current revision's manifest is one of the run page's kept parts.
-        body = run_parts.parts(run, _verdict)["manifest_json"]
+        body = run_sections.parts(run, _verdict)["manifest_json"]
         return HttpResponse(body, content_type="application/json")
     run = get_object_or_404(Run.objects.for_run_page(), public_id=public_id, revision=int(wanted))
     catalogue.attach([run])

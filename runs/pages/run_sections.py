@@ -1,4 +1,4 @@
-"""The parts of a run page beside the run itself: its catalogue rows, the cell's history around
+"""The sections of a run page beside the run itself: its catalogue rows, the cell's history around
 this run (and its chart), the leader of its group, its evidence verdict and the canonical
 manifest. Computed, they are a few queries on indexes (the history reads a window around the
 run, not the whole cell); they read the run data only, so they are kept under its version

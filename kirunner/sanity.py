@@ -40,8 +40,8 @@ DIAGNOSTIC_TIMINGS = ("hostEnqueue", "flush", "device")
 # replay of (flush) x n. For a call much shorter than the flush (a 6 us softmax against a
 # 60 us flush) one repeat can come out at or below zero; that repeat was measured, and says
 # the method cannot resolve the call, not that the result is forged. Its figures need only be
-# finite and in order; the server uses a device time only when its median is above zero and
-# its repeats agree (runs/evidence.py), so an unresolved one gives no verdict.
+# finite and in order, and the median above zero; the server uses a device time only when its
+# repeats agree (runs/evidence.py), so an unresolved one gives no verdict.
 DIFFERENCE_TIMINGS = {("device", "cuda-graph")}
 
 
@@ -86,9 +86,11 @@ def difference_problem(name: str, value: Any) -> str | None:
 
 
 def _figures(where: str, values: Iterable[tuple[str, Any]], *, difference: bool) -> list[str]:
-    check = difference_problem if difference else figure_problem
     problems = []
     for name, value in values:
+        # One repeat of a difference may fall at or below zero; its median may not (a median
+        # at or below zero resolved nothing, and is no time).
+        check = difference_problem if difference and name != "median" else figure_problem
         problem = check(f"{where}{name}", value)
         if problem:
             problems.append(problem)

@@ -108,6 +108,11 @@ def test_a_device_time_repeat_at_or_below_zero_is_a_measured_difference() -> Non
     from kirunner import diagnose
 
     assert diagnose.repeats_consistent(device) is False
+    # A median at or below zero is refused, difference or not.
+    measurement["diagnostics"]["device"] = {**device, "median": -0.001, "p20": -0.002}
+    assert sanity.measurement_problems(measurement, metric="latency") == [
+        "diagnostics.device.median is -0.001: a measured time or size is above zero"
+    ]
     # The same figures from a method that is no difference are refused.
     measurement["diagnostics"]["device"] = {**device, "method": "profiler-gpu-busy"}
     assert sanity.measurement_problems(measurement, metric="latency") == [

@@ -49,8 +49,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def figure_problem(name: str, value: Any) -> str | None:
-    """Why `value` cannot be a measured time or size, or None: a finite number above zero."""
+def figure_problem(name: str, value: Any, *, positive: bool = True) -> str | None:
+    """Why `value` cannot be a measured time or size, or None: a finite number above zero
+    (of either sign where `positive` is false: one repeat of a difference, DIFFERENCE_TIMINGS)."""
     if not _is_number(value):
         return f"{name} is not a number ({value!r})"
     try:
@@ -59,7 +60,7 @@ def figure_problem(name: str, value: Any) -> str | None:
         return f"{name} is too large to be a measurement ({str(value)[:20]}...)"
     if not math.isfinite(as_float):
         return f"{name} is not finite ({value!r})"
-    if as_float <= 0:
+    if positive and as_float <= 0:
         return f"{name} is {value!r}: a measured time or size is above zero"
     return None
 
@@ -76,22 +77,13 @@ def order_problem(p20: Any, median: Any, p80: Any, *, where: str = "") -> str | 
     return None
 
 
-def difference_problem(name: str, value: Any) -> str | None:
-    """Why `value` cannot be one repeat of a difference of two timings, or None: a finite
-    number, of either sign (see DIFFERENCE_TIMINGS)."""
-    problem = figure_problem(name, value)
-    if problem is None or problem.endswith("a measured time or size is above zero"):
-        return None
-    return problem
-
-
 def _figures(where: str, values: Iterable[tuple[str, Any]], *, difference: bool) -> list[str]:
     problems = []
     for name, value in values:
         # One repeat of a difference may fall at or below zero; its median may not (a median
         # at or below zero resolved nothing, and is no time).
-        check = difference_problem if difference and name != "median" else figure_problem
-        problem = check(f"{where}{name}", value)
+        positive = not difference or name == "median"
+        problem = figure_problem(f"{where}{name}", value, positive=positive)
         if problem:
             problems.append(problem)
     return problems

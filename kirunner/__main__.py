@@ -258,6 +258,58 @@ def _release() -> None:
         torch.cuda.empty_cache()
 
 
+REFUSED_FILE = "capture-refused.txt"
+
+
+def _refused_captures(out_dir: Path) -> dict[str, str]:
+    """Kernel/pass keys whose capture tainted an earlier process of this batch, with the job."""
+    path = out_dir / REFUSED_FILE
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)
+
+
+def _capture_key(doc: dict[str, Any]) -> str:
+    return f"{doc.get('benchmark')}/{doc.get('pass')}"
+
+
+def _refuse_for(job: dict[str, Any], refused: dict[str, str]) -> None:
+    from . import diagnose
+
+    by = refused.get(_capture_key(job))
+    diagnose.refuse_capture(
+        None if by is None else f"a capture of this kernel and pass failed part-way in {by}, "
+        "an earlier process of this batch, and tainted it: profiled instead"
+    )
+
+
+def _note_taint(out_dir: Path, result: dict[str, Any], name: str) -> None:
+    with (out_dir / REFUSED_FILE).open("a") as f:
+        f.write(f"{_capture_key(result['payload'])}\t{name}\n")
+
+
+def _batch_job(
+    job: dict[str, Any], out: Path, args: argparse.Namespace, key: Any, refused: dict[str, str]
+) -> dict[str, Any]:
+    """Run one job of a batch, sign and write its result, and print its line."""
+    import time
+
+    from .runner import run_job
+
+    started = time.monotonic()
+    _refuse_for(job, refused)
+    result = run_job(job, force_cpu=args.cpu, rep=args.rep)
+    _release()
+    if key is not None:
+        sign_result(result, *key)
+    _write_json(out, result)
+    start_bytes = result["payload"].get("environment", {}).get("allocatedAtStartBytes")
+    at_start = "" if start_bytes is None else f" [allocated at start: {start_bytes} B]"
+    print(f"{out.name} {time.monotonic() - started:.1f}s {_summary(result)}{at_start}", flush=True)
+    return result
+
+
 def _cmd_batch(argv: list[str]) -> int:
     import time
 
@@ -278,11 +330,10 @@ def _cmd_batch(argv: list[str]) -> int:
             print(f"kirunner: {exc}", file=sys.stderr)
             return 3
 
-    from .runner import run_job
-
     t0 = time.monotonic()
     out_dir = Path(args.out_dir)
     counts = {"ok": 0, "not ok": 0, "kept": 0, "skipped": 0}
+    refused = _refused_captures(out_dir)
     for job_path in args.jobs:
         out = out_dir / f"{Path(job_path).stem}{args.suffix}.json"
         if out.exists() and _finished(out):
@@ -297,23 +348,15 @@ def _cmd_batch(argv: list[str]) -> int:
             print(f"{job_path}: cannot read: {exc}", flush=True)
             counts["not ok"] += 1
             continue
-        started = time.monotonic()
-        result = run_job(job, force_cpu=args.cpu, rep=args.rep)
-        _release()
-        if key is not None:
-            sign_result(result, *key)
-        _write_json(out, result)
+        result = _batch_job(job, out, args, key, refused)
         ok = result["payload"].get("status") == "ok"
         counts["ok" if ok else "not ok"] += 1
         diagnostics = (result["payload"].get("measurement") or {}).get("diagnostics") or {}
-        start_bytes = result["payload"].get("environment", {}).get("allocatedAtStartBytes")
-        at_start = "" if start_bytes is None else f" [allocated at start: {start_bytes} B]"
-        print(
-            f"{out.name} {time.monotonic() - started:.1f}s {_summary(result)}{at_start}", flush=True
-        )
         if (diagnostics.get("device") or {}).get("processTainted"):
             # A CUDA-graph capture failed part-way: this process's allocator and generator
             # cannot be trusted for another job. Exit so the caller starts a fresh one.
+            # The kernel and pass are remembered so that the next process profiles them.
+            _note_taint(out_dir, result, out.name)
             print(f"batch: process tainted by {out.name}; exiting for a fresh process", flush=True)
             return TAINTED
     print("batch: " + ", ".join(f"{v} {k}" for k, v in counts.items()), flush=True)

@@ -182,6 +182,18 @@ def _reset(grad_to_none: Sequence[Any] | None) -> None:
             x.grad = None
 
 
+# Calls per enqueue block: 20 for calls up to 2 ms (a block of 40 ms), fewer for slower calls so
+# that a block stays near 40 ms and never below one call. 100 calls of a 200 ms call (upstream's
+# torch neighbourhood attention builds its mask in a Python loop) took 20 s a job and said no
+# more than 5 did: a call that long is timed well by the wall clock once per block.
+ENQUEUE_BLOCK_MS = 40.0
+
+
+def enqueue_calls(median_ms: float, most: int = 20) -> int:
+    """How many calls a host-enqueue block makes, from do_bench's median for the call."""
+    return max(1, min(most, int(ENQUEUE_BLOCK_MS / max(median_ms, 1e-3))))
+
+
 def host_enqueue_time(
     fn: Closure, grad_to_none: Sequence[Any] | None, *, calls: int = 20, blocks: int = 5
 ) -> dict[str, Any]:
@@ -244,6 +256,20 @@ def _synchronises(fn: Closure, g2n: Sequence[Any] | None) -> str | None:
     finally:
         torch.cuda.set_sync_debug_mode(previous)
     return None
+
+
+# Set by `kirunner batch` for a job whose kernel and pass already failed a capture part-way in
+# an earlier process of the same batch: such a failure taints the process, and a closure that
+# fails once fails again in the fresh process (fused_neighborhood_attention's backward did, at
+# every workload, when it was the first job of a process), so each job would cost a process
+# start. The profiler measures it instead, with this as the recorded reason.
+_capture_refused: str | None = None
+
+
+def refuse_capture(reason: str | None) -> None:
+    """Skip the graph capture (and use the profiler) until called again with None."""
+    global _capture_refused
+    _capture_refused = reason
 
 
 _SIDE_STREAMS: dict[int, Any] = {}
@@ -379,6 +405,8 @@ def cold_device_time(
     import torch
 
     try:
+        if _capture_refused is not None:
+            raise NotCapturable(_capture_refused)
         return _graph_device_time(make, cache, estimate_ms=estimate_ms, repeats=repeats)
     except NotCapturable as exc:
         reason = str(exc)

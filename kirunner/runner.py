@@ -485,7 +485,7 @@ def _latency_cuda(
     windows["doBench"] = sampler.window()
     median_ms = harness.quantile_linear(m.samples, 0.5)
     progress("diagnostics: host enqueue time, L2 flush, cold device time")
-    diagnostics = _diagnose_host(fn, grad_to_none)
+    diagnostics = _diagnose_host(fn, grad_to_none, median_ms)
     # The device-time case is built afresh: free the do_bench one first, or the largest
     # workloads (16 GiB of logits) do not fit twice.
     del fn, grad_to_none
@@ -569,12 +569,13 @@ def _measurement_doc(
     return doc
 
 
-def _diagnose_host(fn: Any, grad_to_none: Any) -> dict[str, Any]:
+def _diagnose_host(fn: Any, grad_to_none: Any, median_ms: float) -> dict[str, Any]:
     """Host enqueue time of the do_bench closure (kirunner.diagnose)."""
     from . import diagnose
 
     try:
-        return {"hostEnqueue": diagnose.host_enqueue_time(fn, grad_to_none)}
+        calls = diagnose.enqueue_calls(median_ms)
+        return {"hostEnqueue": diagnose.host_enqueue_time(fn, grad_to_none, calls=calls)}
     except Exception as exc:  # a diagnostic must not cost the protocol figure
         return {"error": f"host enqueue: {type(exc).__name__}: {exc}"}
 

@@ -166,3 +166,22 @@ def test_batch_runs_jobs_in_one_process_and_resumes(tmp_path: Path) -> None:
     # A second call keeps what is finished and runs nothing again.
     again = _cli(*args, env=_env(**ENV_KEY))
     assert "batch: 0 ok, 0 not ok, 2 kept, 0 skipped" in again.stdout
+
+
+def test_a_tainting_capture_is_profiled_in_the_next_process(tmp_path):
+    """A kernel and pass whose capture tainted one process of a batch are profiled, not
+    captured, in the processes after it; other kernels still capture."""
+    from kirunner import __main__ as cli
+    from kirunner import diagnose
+
+    tainting = {"payload": {"benchmark": "fused_neighborhood_attention", "pass": "backward"}}
+    cli._note_taint(tmp_path, tainting, "0136-fna-backward.r1.json")
+    refused = cli._refused_captures(tmp_path)
+    assert refused == {"fused_neighborhood_attention/backward": "0136-fna-backward.r1.json"}
+    try:
+        cli._refuse_for({"benchmark": "fused_neighborhood_attention", "pass": "backward"}, refused)
+        assert "0136-fna-backward.r1.json" in diagnose._capture_refused
+        cli._refuse_for({"benchmark": "fused_neighborhood_attention", "pass": "forward"}, refused)
+        assert diagnose._capture_refused is None
+    finally:
+        diagnose.refuse_capture(None)

@@ -58,3 +58,14 @@ def test_a_commit_is_not_read_as_a_release() -> None:
     spec = validate_job(job)
     # "02bac05" read as a version is 2.5: it would have picked an arbitrary release.
     assert (spec["revision"], spec["commit"]) == ("0.6.0", "02bac05")
+
+
+def test_enqueue_blocks_shrink_for_slow_calls_only():
+    """Calls up to 2 ms keep 20 calls a block; a 200 ms call makes one, never zero."""
+    from kirunner.diagnose import enqueue_calls
+
+    assert enqueue_calls(0.01) == 20
+    assert enqueue_calls(2.0) == 20
+    assert enqueue_calls(4.0) == 10
+    assert enqueue_calls(200.0) == 1
+    assert enqueue_calls(0.0) == 20

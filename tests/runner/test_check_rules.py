@@ -4,6 +4,8 @@ gives, including those the plain RMS-scaled bound misjudges, and fails a wrong k
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,3 +194,27 @@ def test_families_without_rules_keep_the_old_criterion_text():
         "|impl-ref| <= atol*RMS(ref) + rtol*|ref| elementwise; no NaN/Inf"
     )
     assert all("criterion" not in c for c in result.checks)
+
+
+# -- fused_linear_jsd: why no reduction-length bound -------------------------------------
+HELD = Path(__file__).resolve().parents[2] / "data" / "reruns" / "h200-2026-12-01d" / "held"
+
+
+def test_a_bound_passing_the_held_bf16_gradients_would_pass_a_zero_gradient():
+    """The figures fused_linear_jsd.py's check_rules comment quotes, from the held results:
+    the worst error, in units of RMS(ref), is beyond max|ref| (a zero gradient's error)."""
+    checks = [
+        c
+        for path in sorted(HELD.glob("results/*-fused_linear_jsd-*.json"))
+        for c in json.loads(path.read_text())["payload"]["correctness"]["checks"]
+        if c["name"] != "loss"
+    ]
+    assert len(checks) == 60
+    err = [c["maxAbsErr"] / c["scale"] for c in checks]
+    ref = [c["maxAbsErr"] / c["maxRelErr"] / c["scale"] for c in checks]  # max|ref| / RMS
+    assert round(min(err)) == 72 and round(max(err)) == 12374
+    assert round(min(ref)) == 57 and round(max(ref)) == 538
+    assert sum(c["maxRelErr"] > 1 for c in checks) == 46
+    # Any atol (x RMS) passing every one of them exceeds every max|ref|.
+    assert max(err) > max(ref)
+    assert not kernels.get_spec("fused_linear_jsd").check_rules({"dtype": "bf16"})

@@ -29,7 +29,8 @@ kind of output that the plain RMS-scaled bound misjudges):
   may miss the bound only where the reference's own argument a - b (float64, from the
   reference's inputs) is within rounding of the tie, |a - b| <= ulps * eps(dtype) * max(|a|,
   |b|); there the implementation's rounded a and b may order the other way. The elements that
-  miss the bound must all be at such ties (`mismatchesAwayFromTies` 0) and be at most
+  miss the bound must all be at such ties, each no larger than the sign function's
+  magnitude max|ref| (`mismatchesAwayFromTies` counts those that are not), and be at most
   `maxFraction` of the tensor.
 """
 
@@ -196,7 +197,9 @@ class _Stats:
         over = ratio > 1
         self.misses += int(over.sum())
         if tie is not None:
-            self.misses_off_tie += int((over & ~tie).sum())
+            # At a tie the element may take any value of c * sign (-c, 0 or c), nothing larger.
+            big = gc.abs() > float(wc.abs().max()) + bound
+            self.misses_off_tie += int((over & (~tie | big)).sum())
             off = ratio[~tie]
             if off.numel():
                 self.worst_off_tie = max(self.worst_off_tie, float(off.max()))
@@ -249,7 +252,10 @@ def run_check(
     params = dict(impl.module.named_parameters()) if impl.module is not None else {}
     got = _implementation_side(spec, impl, raw, params, want_grads, gen)
     ref_wrt, ref_outs, ref_views = _reference_side(spec, impl, raw, params, wl, want_grads)
-    ctx = {"dtype": wl["dtype"], "ref_views": ref_views}
+    # Only a rule reads the reference's views after the reference has run; without one they
+    # are dropped here, so the comparisons hold no more memory than before rules existed.
+    ctx = {"dtype": wl["dtype"], "ref_views": ref_views if rules else None}
+    del ref_views
 
     checks = [
         _compare(name, got_out, want, tol, rules.get(name), ctx)

@@ -218,3 +218,15 @@ def test_a_bound_passing_the_held_bf16_gradients_would_pass_a_zero_gradient():
     # Any atol (x RMS) passing every one of them exceeds every max|ref|.
     assert max(err) > max(ref)
     assert not kernels.get_spec("fused_linear_jsd").check_rules({"dtype": "bf16"})
+
+
+def test_sign_at_ties_fails_a_value_no_sign_gives_at_a_tie():
+    a = torch.tensor([0.5, 0.25, 0.25, 0.125], dtype=torch.float64)
+    b = a.clone()
+    b[1] += 4 * 2.0**-23 * 0.25  # a tie
+    want = 0.5 * torch.sign(a - b)
+    got = want.clone()
+    got[1] = 3.0  # at the tie, but not -0.5, 0 or 0.5
+    rule = SignAtTies(lambda v: (v["a"], v["b"]), max_fraction=0.5)
+    entry = _compare("g", got, want, FP32, rule, {"dtype": "fp32", "ref_views": {"a": a, "b": b}})
+    assert entry["mismatchesAwayFromTies"] == 1 and not entry["passed"]

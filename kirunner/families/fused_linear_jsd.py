@@ -123,6 +123,25 @@ class FusedLinearJsdSpec(KernelSpec):
         teacher = torch.log_softmax(views["teacher"].to(torch.float64) @ wt.t(), dim=-1)
         return (reference_jsd(student, teacher),)
 
+    def check_rules(self, wl):
+        # The bf16 gradients keep the default bound, with no factor for the reduction length.
+        # Mixed-precision analysis bounds a length-n matmul at unit roundoff u by about
+        # n * u * (|A| @ |B|), and a bound scaled that way would be the honest one if the
+        # error were the gradient matmul's. It is not. Measured on the CPU (torch provider,
+        # bt 64, seed 1), the worst |err| / (u * |dz| @ |W|), dz the float64 gradient at the
+        # logits, is 2.8e2 at hidden 512, 2.2e5 at hidden 2048 and 1.3e10 at hidden 4096
+        # (V 4096, 4096, 8192); no power of n covers that. At hidden 4096 the rand x rand
+        # logits reach 1082, where bf16's spacing is 8: rounding moves them by up to 4.0,
+        # more than the median gap of 1.5 between a row's two largest (row std 10.7), so
+        # the softmax, and every gradient after it, is another function's. In the held H200
+        # results (data/reruns/h200-2026-12-01d/held) the worst gradient error is 72 to
+        # 12374 times RMS(ref) while max|ref| is 57 to 538 times it, and in 46 of the 60
+        # gradient checks the worst error exceeds max|ref|: a bound wide enough to pass
+        # them would pass a zero gradient (tests/runner/test_check_rules.py checks this).
+        # So these gradients fail the check in both implementations, which says that bf16
+        # does not determine them at upstream's shapes, not which kernel is wrong.
+        return {}
+
 
 SPECS = (
     FusedLinearJsdSpec(

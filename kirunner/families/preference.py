@@ -266,16 +266,9 @@ class PairedPreferenceSpec(KernelSpec):
         return PreferenceImpl(fwd, info, module=per_call, average=average, gamma=gamma)
 
     def reference(self, views, params, wl, impl):
-        impl.module.release()
-        return (
-            reference_cpo(
-                views["x"],
-                params["lin.weight"],
-                views["target"],
-                average=impl.average,
-                gamma=impl.gamma,
-            ),  # fmt: skip
-        )
+        impl.module.release()  # not live while measuring
+        x, weight = views["x"], params["lin.weight"]
+        return (reference_cpo(x, weight, views["target"], average=impl.average, gamma=impl.gamma),)
 
 
 def _spec(name: str) -> PairedPreferenceSpec:

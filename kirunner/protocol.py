@@ -23,6 +23,10 @@ kernels, and the differences matter for what is timed (and allocated):
 ``lm_head_loss`` (fused_linear_jsd)
     as scalar_loss, but backward's grad_to_none also lists the weights named in the
     implementation's ``grad_to_none_extra`` (the script resets the torch module's weights).
+``frozen_input_loss`` (dpo_loss, kto_loss)
+    as scalar_loss, but the benchmarked input does not require grad (the scripts draw it
+    without requires_grad): only the weights get gradients. backward's grad_to_none is still
+    [_input], which resets nothing, as upstream.
 ``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
     these scripts' bench_memory_* ignore the pass and always measure full (forward and
     backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``; and
@@ -208,6 +212,22 @@ def _lm_head_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure,
     return fn, g2n
 
 
+def _frozen_input_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    """benchmark_dpo_loss.py, benchmark_kto_loss.py: scalar_loss on an input without grad."""
+    x = case.views["x"]
+    if mode == "forward":
+        return case.forward, None
+    if mode == "backward":
+        (y,) = case.forward()
+        return lambda: y.backward(retain_graph=True), [x]
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward()
+
+    return full, None
+
+
 def _always_full(style: Callable[..., tuple[Closure, list | None]]):
     """A memory recipe that measures full whatever pass the job names, as scripts whose
     bench_memory_* never read the mode do."""
@@ -231,6 +251,8 @@ _STYLES = {
     "scalar_loss_full": _always_full(_scalar_loss),
     "lm_head_loss": _lm_head_loss,
     "lm_head_loss_full": _always_full(_lm_head_loss),
+    "frozen_input_loss": _frozen_input_loss,
+    "frozen_input_loss_full": _always_full(_frozen_input_loss),
 }
 
 

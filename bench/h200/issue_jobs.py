@@ -10,8 +10,7 @@ Selections:
 - `all-h200` (default): the example page's llama4_rope workload (H100 rows of
   liger-kernel-bench, every pass and metric, liger and huggingface) and every row of the latest
   upstream CI run that has NVIDIA H200 rows, for every kernel, pass, metric and provider the
-  runner supports (1,652 rows at commit 02bac05: every kernel name of those rows but the five
-  losses docs/runner.md lists as not yet run).
+  runner supports (1,828 rows at commit 02bac05: every kernel name of those rows).
 - `unjudged-h200`: the rows of `all-h200` that carry no verdict yet.
 - `first`: the 2026-11-29 batch: the example workload and, for rope, rms_norm and swiglu,
   one workload of that CI run.

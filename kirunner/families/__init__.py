@@ -2,17 +2,22 @@
 Liger-Kernel commit 02bac05 (the commit of the H200 CI rows re-measured): softmax, dyt,
 fused_neighborhood_attention, multi_token_attention (with its sparse variant), group_norm,
 jsd/kl_div/tvd (divergence), sparsemax, fused_linear_jsd,
-distill_jsd_loss/distill_cosine_loss (distill)."""
+distill_jsd_loss/distill_cosine_loss (distill), fused_linear_cross_entropy,
+fused_linear_cpo_loss/fused_linear_simpo_loss (preference) and dpo_loss/kto_loss
+(preference_ref)."""
 
 from __future__ import annotations
 
 from .distill import SPECS as _DISTILL
 from .divergence import SPECS as _DIVERGENCE
 from .dyt import SPECS as _DYT
+from .fused_linear_cross_entropy import SPECS as _FUSED_LINEAR_CROSS_ENTROPY
 from .fused_linear_jsd import SPECS as _FUSED_LINEAR_JSD
 from .group_norm import SPECS as _GROUP_NORM
 from .multi_token_attention import SPECS as _MULTI_TOKEN_ATTENTION
 from .neighborhood_attention import SPECS as _NEIGHBORHOOD_ATTENTION
+from .preference import SPECS as _PREFERENCE
+from .preference_ref import SPECS as _PREFERENCE_REF
 from .softmax import SPECS as _SOFTMAX
 from .sparsemax import SPECS as _SPARSEMAX
 
@@ -26,4 +31,7 @@ FAMILY_SPECS = (
     *_SPARSEMAX,
     *_FUSED_LINEAR_JSD,
     *_DISTILL,
+    *_FUSED_LINEAR_CROSS_ENTROPY,
+    *_PREFERENCE,
+    *_PREFERENCE_REF,
 )

@@ -97,12 +97,14 @@ def assert_measured(result: dict, metric: str = "latency") -> None:
 
 def test_every_kernel_has_a_job_fixture() -> None:
     # The family modules' kernels have their upstream fixtures in test_families.py and
-    # test_family_attention.py and test_family_losses.py.
+    # test_family_attention.py, test_family_losses.py and test_family_preference.py.
     from tests.runner.test_families import UPSTREAM
     from tests.runner.test_family_attention import UPSTREAM as ATTENTION
     from tests.runner.test_family_losses import COVERED
+    from tests.runner.test_family_preference import UPSTREAM as PREFERENCE
 
-    assert set(JOB_KERNELS) | set(UPSTREAM) | set(ATTENTION) | set(COVERED) == set(KERNELS)
+    fixtures = set(UPSTREAM) | set(ATTENTION) | set(COVERED) | set(PREFERENCE)
+    assert set(JOB_KERNELS) | fixtures == set(KERNELS)
 
 
 @pytest.mark.parametrize("benchmark", JOB_KERNELS)

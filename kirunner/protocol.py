@@ -145,6 +145,11 @@ def _random_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, li
 
 def _scalar_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
     (x,) = case.wrt
+    return _loss_closures(case, mode, x)
+
+
+def _loss_closures(case: _Case, mode: str, x: Any) -> tuple[Closure, list | None]:
+    """A scalar loss: forward alone, backward of one forward kept, or both; grad_to_none=[x]."""
     if mode == "forward":
         return case.forward, None
     if mode == "backward":
@@ -213,19 +218,9 @@ def _lm_head_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure,
 
 
 def _frozen_input_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
-    """benchmark_dpo_loss.py, benchmark_kto_loss.py: scalar_loss on an input without grad."""
-    x = case.views["x"]
-    if mode == "forward":
-        return case.forward, None
-    if mode == "backward":
-        (y,) = case.forward()
-        return lambda: y.backward(retain_graph=True), [x]
-
-    def full() -> None:
-        (y,) = case.forward()
-        y.backward()
-
-    return full, None
+    """benchmark_dpo_loss.py, benchmark_kto_loss.py: scalar_loss on an input without grad
+    (upstream still lists it in grad_to_none, where resetting it does nothing)."""
+    return _loss_closures(case, mode, case.views["x"])
 
 
 def _always_full(style: Callable[..., tuple[Closure, list | None]]):

@@ -194,6 +194,17 @@ def enqueue_calls(median_ms: float, most: int = 20) -> int:
     return max(1, min(most, int(ENQUEUE_BLOCK_MS / max(median_ms, 1e-3))))
 
 
+# Device-time repeats: 10, fewer for calls over 300 ms so that they take about 3 s, and never
+# fewer than 3 (a p20-p80 spread needs them). Upstream's CPO and SimPO scripts build a module on
+# the CPU inside each 2.9 s call: ten repeats and their warm-up would be 40 s a job.
+DEVICE_REPEATS_MS = 3000.0
+
+
+def device_repeats(estimate_ms: float, most: int = 10, least: int = 3) -> int:
+    """How many cold device-time repeats to take of a call of about `estimate_ms`."""
+    return max(least, min(most, int(DEVICE_REPEATS_MS / max(estimate_ms, 1e-3))))
+
+
 def host_enqueue_time(
     fn: Closure, grad_to_none: Sequence[Any] | None, *, calls: int = 20, blocks: int = 5
 ) -> dict[str, Any]:

@@ -613,6 +613,7 @@ def _diagnose_device(
             cache,
             estimate_ms=median_ms + out["flush"]["median"],
             flush_ms=out["flush"]["median"],
+            repeats=diagnose.device_repeats(median_ms),
         )
         del cache
         _free("cuda")

@@ -69,3 +69,14 @@ def test_enqueue_blocks_shrink_for_slow_calls_only():
     assert enqueue_calls(4.0) == 10
     assert enqueue_calls(200.0) == 1
     assert enqueue_calls(0.0) == 20
+
+
+def test_device_repeats_shrink_for_calls_over_300_ms_only():
+    """Ten repeats up to 300 ms a call, about 3 s of them beyond, and never fewer than three
+    (the consistency rule reads a p20-p80 spread)."""
+    from kirunner.diagnose import device_repeats
+
+    assert device_repeats(0.05) == 10
+    assert device_repeats(300.0) == 10
+    assert device_repeats(600.0) == 5
+    assert device_repeats(2900.0) == 3

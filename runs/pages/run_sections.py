@@ -62,9 +62,13 @@ def _history(run: Run) -> dict:
     )
     # Up to a window's worth on each side, then the window: half before this run, the rest
     # after it, either side filling in what the other lacks.
-    before = list(cell.filter(earlier).order_by("-observed_at", "-publication__sequence")
+    # The bounds on the time beside `earlier` are what it implies, spelled out as a range of
+    # the run_history index: each side reads its window from the run outwards, no further.
+    at = run.observed_at
+    before = list(cell.filter(earlier, observed_at__lte=at)
+                  .order_by("-observed_at", "-publication__sequence")
                   .values(*fields)[:HISTORY_SHOWN])  # fmt: skip
-    after = list(cell.exclude(earlier).values(*fields)[:HISTORY_SHOWN])
+    after = list(cell.filter(observed_at__gte=at).exclude(earlier).values(*fields)[:HISTORY_SHOWN])
     n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
     points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
     # Publications per source, so the heading and the counts name what the points are: from

@@ -27,14 +27,21 @@ KEY = "benchmark_id, environment_id, source_id"
 
 
 def _tables() -> dict[str, dict]:
-    """Per counted table: the column it counts, the rows counted, how a row names its source."""
-    publication = "runs_publication"
+    """Per counted table: the column it counts, the rows counted and how a row names its
+    source, as SQL of the row `{t}` (a transition table's alias, NEW or OLD)."""
+    source = "(SELECT source_id FROM runs_publication WHERE id = {t}.publication_id)"
     return {
-        Run._meta.db_table: {"column": "runs", "where": "is_current", "source": "t.source_id"},
+        Run._meta.db_table: {
+            "column": "runs",
+            "where": "{t}.is_current",
+            "source": "{t}.source_id",
+        },
         ComparisonGroup._meta.db_table: {
             "column": "groups",
-            "where": "TRUE",
-            "source": f"(SELECT source_id FROM {publication} WHERE id = t.publication_id)",
+            # A group whose publication is already gone names no source: only a flush deletes
+            # in that order (PostgreSQL's foreign keys refuse it), and it empties the tallies.
+            "where": f"{source} IS NOT NULL",
+            "source": source,
         },
     }
 
@@ -50,8 +57,8 @@ def _upsert(column: str, select: str) -> str:
 def _difference(spec: dict, parts: list[tuple[str, int]]) -> str:
     """The grouped difference of the rows of each transition table (sign +1 new, -1 old)."""
     rows = " UNION ALL ".join(
-        f"SELECT t.benchmark_id, t.environment_id, {spec['source']} AS source_id, {sign} AS d "
-        f"FROM {name} AS t WHERE {spec['where'].replace('is_current', 't.is_current')}"
+        f"SELECT t.benchmark_id, t.environment_id, {spec['source'].format(t='t')} AS source_id, "
+        f"{sign} AS d FROM {name} AS t WHERE {spec['where'].format(t='t')}"
         for name, sign in parts
     )
     runs, groups = ("SUM(d)", "0") if spec["column"] == "runs" else ("0", "SUM(d)")
@@ -94,8 +101,7 @@ def _install_postgresql(cursor, table: str, spec: dict) -> None:
 
 
 def _row_sql(spec: dict, row: str, sign: int) -> str:
-    source = spec["source"].replace("t.", f"{row}.")
-    where = spec["where"].replace("is_current", f"{row}.is_current")
+    source, where = spec["source"].format(t=row), spec["where"].format(t=row)
     runs, groups = (sign, 0) if spec["column"] == "runs" else (0, sign)
     return _upsert(
         spec["column"],
@@ -120,9 +126,9 @@ def _recount(cursor) -> None:
     for table, spec in _tables().items():
         runs, groups = ("COUNT(*)", "0") if spec["column"] == "runs" else ("0", "COUNT(*)")
         selects.append(
-            f"SELECT t.benchmark_id, t.environment_id, {spec['source']} AS source_id, "
+            f"SELECT t.benchmark_id, t.environment_id, {spec['source'].format(t='t')} AS source_id, "
             f"{runs} AS runs, {groups} AS groups FROM {table} AS t "
-            f"WHERE {spec['where'].replace('is_current', 't.is_current')} GROUP BY 1, 2, 3"
+            f"WHERE {spec['where'].format(t='t')} GROUP BY 1, 2, 3"
         )
     cursor.execute(
         f"INSERT INTO {tally} ({KEY}, runs, groups) SELECT {KEY}, SUM(runs), SUM(groups) "

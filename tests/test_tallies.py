@@ -19,8 +19,10 @@ from tests.pages import text_of
 def _counted() -> dict[tuple[int, int, int], tuple[int, int]]:
     """{(benchmark, environment, source): (current runs, groups)} counted from the tables."""
     found: dict[tuple[int, int, int], list[int]] = {}
-    runs = Run.objects.filter(is_current=True).order_by().values_list(
-        "benchmark_id", "environment_id", "source_id"
+    runs = (
+        Run.objects.filter(is_current=True)
+        .order_by()
+        .values_list("benchmark_id", "environment_id", "source_id")
     )
     for *key, n in runs.annotate(n=Count("id")):
         found.setdefault(tuple(key), [0, 0])[0] = n

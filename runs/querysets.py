@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from django.db import models
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, Sum
 from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -41,13 +41,6 @@ class RunQuerySet(models.QuerySet):
         """Newest imports first. Ids are handed out in insert order, so the primary key's index
         serves this with no index of its own and a LIMIT stops after a few rows at any size."""
         return self.order_by("-id")
-
-    def count_per_benchmark_on(self, gpu) -> dict[int, int]:
-        """{benchmark id: runs} on this GPU (a GPU page's list): the runs of the GPU's
-        environments only, from their index."""
-        environments = list(gpu.environments.values_list("id", flat=True))
-        rows = self.filter(environment_id__in=environments).order_by().values_list("benchmark")
-        return dict(rows.annotate(n=Count("id")))
 
     def count_of_source(self, source) -> dict[str, int]:
         """The source's current, total and revised runs (every revision: a source page counts
@@ -197,6 +190,17 @@ class ComparisonGroupQuerySet(models.QuerySet):
 
 
 class TallyQuerySet(models.QuerySet):
+    def per_benchmark_on(self, gpu) -> dict[int, int]:
+        """{benchmark id: current runs} on this GPU (a GPU page's list), from the tallies of
+        the GPU's environments: a few rows, not its runs."""
+        rows = (
+            self.filter(environment_id__in=gpu.environments.values("id"), runs__gt=0)
+            .order_by()
+            .values_list("benchmark_id")
+            .annotate(n=Sum("runs"))
+        )
+        return dict(rows)
+
     def home_counts(self) -> dict:
         """Current runs per benchmark, GPU and source, the total, the comparison groups and the
         earliest observation: the tallies (a few hundred rows the write side keeps, models.Tally),

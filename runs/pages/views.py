@@ -380,14 +380,17 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-LEDGER_PAGE = 100
+# A ledger page's entries, and the source page's newest imports: the same few rows to render
+# whether the source has published 40 times or 4,000 (the ledger pages through the rest).
+LEDGER_PAGE = 25
+SOURCE_IMPORTS_SHOWN = 20
 
 
 @require_safe
 @public_page
 def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    imports = list(ImportRecord.objects.of_source(source)[:100])
+    imports = list(ImportRecord.objects.of_source(source)[:SOURCE_IMPORTS_SHOWN])
     for record in imports:
         record.file_name, record.file_url = upstream_file(
             source.slug, record.location, record.upstream_commit
@@ -413,10 +416,8 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    # Counts over every current run of the GPU: kept under the run data's version.
-    per_benchmark = kept(
-        f"gpu-benchmarks:{gpu.pk}", [DATA], lambda: Run.objects.public().count_per_benchmark_on(gpu)
-    )
+    # The current runs of the GPU per benchmark, from the tallies the write side keeps.
+    per_benchmark = Tally.objects.per_benchmark_on(gpu)
     benchmarks = list(Benchmark.objects.by_title(per_benchmark))
     for benchmark in benchmarks:
         benchmark.n = per_benchmark[benchmark.pk]

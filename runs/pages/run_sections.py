@@ -14,6 +14,7 @@ from collections import Counter
 from django.db.models import Count, Q
 
 from runs.changes.models import CellChange, CellSeries
+from runs.claims import read as claims
 from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
 from runs.models import Evidence, EvidenceEvent, Run
@@ -32,15 +33,20 @@ def parts(run: Run, verdict) -> dict:
 
     def compute() -> dict:
         catalogue.attach([run])
+        leader = Run.objects.leader_of(run)
         return {
             "catalogue": {name: getattr(run, name) for name in (*catalogue.ATTACHED, "source")},
             "history": history(run),
-            "leader": Run.objects.leader_of(run),
+            "leader": leader,
+            # The claim judged between this run and its leader: from the group's claims.
+            "leader_claim": claims.pair_in_group(run.group_id, run.public_id, leader)
+            if leader
+            else None,
             "verdict": verdict(run),
             "manifest_json": manifest_json(run),
         }
 
-    kept_parts = kept(f"run-parts:{run.pk}", [DATA], compute)
+    kept_parts = kept(f"run-sections:{run.pk}", [DATA], compute)
     for name, row in kept_parts["catalogue"].items():
         setattr(run, name, row)
     return kept_parts

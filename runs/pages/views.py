@@ -136,6 +136,7 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "verdict": parts["verdict"],
             "panels": run_extensions.render_panels(request, run),
             "leader": parts["leader"],
+            "leader_claim": parts["leader_claim"],
             "history": parts["history"],
             "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
             "parameters": _ordered_params(run.workload.parameters),

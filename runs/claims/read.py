@@ -66,6 +66,10 @@ def pair_in_group(group_id: int, a: str, b: str) -> dict | None:
     from runs.claims.models import JudgedClaim
 
     rows = JudgedClaim.objects.filter(group_id=group_id).order_by("severity", "id")
+    # Most groups have no judged claim: a probe of the group's index, before the query that
+    # joins both sides' runs and implementations.
+    if not rows.exists():
+        return None
     for row in rows.values(*FIELDS):
         if {row["better__public_id"], row["other__public_id"]} == {a, b}:
             return _claim(row)

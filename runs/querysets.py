@@ -199,7 +199,7 @@ class TallyQuerySet(models.QuerySet):
             .values_list("benchmark_id")
             .annotate(n=Sum("runs"))
         )
-        return dict(rows)
+        return {benchmark: int(n) for benchmark, n in rows}
 
     def home_counts(self) -> dict:
         """Current runs per benchmark, GPU and source, the total, the comparison groups and the

@@ -417,8 +417,11 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    # The current runs of the GPU per benchmark, from the tallies the write side keeps.
-    per_benchmark = Tally.objects.per_benchmark_on(gpu)
+    # The current runs of the GPU per benchmark, from the tallies the write side keeps (a few
+    # rows, so the first reader after an ingest counts no run), kept under the data version.
+    per_benchmark = kept(
+        f"gpu-benchmarks:{gpu.pk}", [DATA], lambda: Tally.objects.per_benchmark_on(gpu)
+    )
     benchmarks = list(Benchmark.objects.by_title(per_benchmark))
     for benchmark in benchmarks:
         benchmark.n = per_benchmark[benchmark.pk]

@@ -6,9 +6,10 @@ class RunsConfig(AppConfig):
     name = "runs"
     verbose_name = "Runs"
     # Read by runs.read.freshness: a write to any other table of this app moves the "data"
-    # version that public pages are cached under; the versions' own rows do not.
+    # version that public pages are cached under; the versions' own rows do not, nor the
+    # tallies (runs/tallies.py), which only ever move with a write to the runs or groups.
     public_data = True
-    private_models = ("version",)
+    private_models = ("version", "tally")
 
     def ready(self) -> None:
         from runs.read import freshness  # models are loaded only once the registry is ready
@@ -18,6 +19,10 @@ class RunsConfig(AppConfig):
         post_migrate.connect(
             freshness.triggers_install, sender=self, dispatch_uid="runs.data_version_triggers"
         )
+        from runs import tallies
+
+        # The home page's counts, kept by triggers in the transaction of each write.
+        post_migrate.connect(tallies.install, sender=self, dispatch_uid="runs.tally_triggers")
 
         from django.urls import register_converter
 

@@ -15,6 +15,7 @@ from runs.querysets import (
     ComparisonGroupQuerySet,
     PublicationQuerySet,
     RunQuerySet,
+    TallyQuerySet,
 )
 
 DIGEST_LENGTH = 71  # "sha256:" + 64 hex
@@ -343,17 +344,17 @@ class ComparisonGroup(models.Model):
 # The rows every public read is limited to (RunQuerySet.public).
 CURRENT = models.Q(is_current=True)
 # What a cell's history reads of each run (RunQuerySet.history_of, runs/pages/run_sections.py),
-# beside the group in run_group_rank (PostgreSQL's INCLUDE; other databases ignore it).
-HISTORY_COLUMNS = [
-    "is_current",
-    "implementation",
-    "observed_at",
-    "median",
-    "public_id",
-    "publication",
-    "source",
-    "id",
-]
+# beside the history key and the time in run_history (PostgreSQL's INCLUDE; other databases
+# ignore it), so a run page's window of its cell is read from the index alone.
+HISTORY_COLUMNS = ["median", "public_id", "publication", "source", "id"]
+# A history key is the comparison cell (ComparisonGroup.cell_key), "/", the provider key.
+HISTORY_KEY_LENGTH = DIGEST_LENGTH + 1 + 64
+
+
+def history_key(cell_key: str, provider_key: str) -> str:
+    """The cell a run's history follows: its comparison cell and its implementation's provider
+    (not the implementation row: a Liger row of each CI run names the commit it ran)."""
+    return f"{cell_key}/{provider_key}"
 
 
 class Run(models.Model):
@@ -412,6 +413,10 @@ class Run(models.Model):
     spec = models.JSONField()
     digest = models.CharField(max_length=DIGEST_LENGTH)
     evidence = models.CharField(max_length=16, choices=Evidence.choices, default=Evidence.REPORTED)
+    # history_key(group.cell_key, implementation.provider_key), written with the row by the
+    # pipeline: a run page reads its cell's history as a window of one index on this and the
+    # time, whatever the number of publications, instead of one probe per comparison group.
+    history_key = models.CharField(max_length=HISTORY_KEY_LENGTH, default="", editable=False)
 
     # Written by the ranking query after every ingest (see runs.sources.ranking), never by hand.
     rank = models.PositiveIntegerField(null=True)
@@ -439,13 +444,16 @@ class Run(models.Model):
         # The unique constraints above serve public_id (run page, revision manifests, new ids)
         # and (source, external_id) (the pipeline's lookup of existing rows, the API lookup).
         indexes = [
-            # Group page and the run page's leader: runs of a group in rank order. With the
-            # columns a run page's cell history reads, so that query is an index-only scan of
-            # the cell's groups (one probe per publication), never a visit to the table.
+            # Group page and the run page's leader: runs of a group in rank order.
+            models.Index(fields=["group", "rank"], name="run_group_rank"),
+            # A run page's cell history: the current runs of one history key in time order, with
+            # the columns the window reads, so the window around a run is an index-only range
+            # of a few dozen entries and the per-source count one of the cell's entries.
             models.Index(
-                fields=["group", "rank"],
+                fields=["history_key", "observed_at"],
                 include=HISTORY_COLUMNS,
-                name="run_group_rank",
+                name="run_history",
+                condition=CURRENT,
             ),
             # The browse/API `benchmark` filter and `q` on benchmark names, sorted by the default
             # (newest observed) or by median: a benchmark's runs in page order, so a second
@@ -503,6 +511,35 @@ class Version(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} version {self.value}"
+
+
+class Tally(models.Model):
+    """How many current runs and comparison groups each (benchmark, environment, source) has:
+    the home page's counts, read as these few hundred rows instead of a scan of every run.
+
+    Kept by database triggers (runs/tallies.py, installed after every migrate) in the
+    transaction of each write to runs_run or runs_comparisongroup, whatever made it (the
+    pipeline's COPY, an update retiring a revision, a delete), so a tally always equals the
+    COUNT it stands for. Plain ids, not foreign keys: the rows are the tables' own arithmetic.
+    """
+
+    benchmark_id = models.BigIntegerField()
+    environment_id = models.BigIntegerField()
+    source_id = models.BigIntegerField()
+    runs = models.BigIntegerField(default=0)
+    groups = models.BigIntegerField(default=0)
+
+    objects = TallyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["benchmark_id", "environment_id", "source_id"], name="tally_unique_cell"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"tally b{self.benchmark_id} e{self.environment_id} s{self.source_id}"
 
 
 # Evidence history.

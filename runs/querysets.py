@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from django.db import models
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, Sum
 from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -41,38 +41,6 @@ class RunQuerySet(models.QuerySet):
         """Newest imports first. Ids are handed out in insert order, so the primary key's index
         serves this with no index of its own and a LIMIT stops after a few rows at any size."""
         return self.order_by("-id")
-
-    def home_counts(self) -> dict:
-        """Runs per benchmark, GPU and source, the total and the earliest observation, from one
-        grouped scan of the set (a few hundred groups; a second or so at a million runs).
-
-        A full scan: pages read it through runs.read.counts, once per data change, never per
-        request.
-        """
-        cells = self.order_by().values_list("benchmark", "environment__gpu", "source")
-        cells = cells.annotate(n=Count("id"), first=Min("observed_at"))
-        counts: dict = {"benchmark": {}, "gpu": {}, "source": {}, "total": 0, "first": None}
-        per_source: dict[tuple[int, int], int] = {}
-        for benchmark, gpu, source, n, first in cells:
-            for name, key in (("benchmark", benchmark), ("gpu", gpu), ("source", source)):
-                counts[name][key] = counts[name].get(key, 0) + n
-            per_source[benchmark, source] = per_source.get((benchmark, source), 0) + n
-            counts["total"] += n
-            if counts["first"] is None or first < counts["first"]:
-                counts["first"] = first
-        # Each benchmark's main source (the one with most of its runs), for grouping lists.
-        main: dict[int, tuple[int, int]] = {}
-        for (benchmark, source), n in per_source.items():
-            main[benchmark] = max(main.get(benchmark, (0, 0)), (n, source))
-        counts["benchmark_source"] = {b: source for b, (_, source) in main.items()}
-        return counts
-
-    def count_per_benchmark_on(self, gpu) -> dict[int, int]:
-        """{benchmark id: runs} on this GPU (a GPU page's list): the runs of the GPU's
-        environments only, from their index."""
-        environments = list(gpu.environments.values_list("id", flat=True))
-        rows = self.filter(environment_id__in=environments).order_by().values_list("benchmark")
-        return dict(rows.annotate(n=Count("id")))
 
     def count_of_source(self, source) -> dict[str, int]:
         """The source's current, total and revised runs (every revision: a source page counts
@@ -159,22 +127,12 @@ class RunQuerySet(models.QuerySet):
 
         Same provider, not same implementation row: a Liger row of a CI run names the commit it
         ran, so each CI run is another revision of Liger, and following it across commits is
-        what the history is for.
-
-        The cell's groups (one per publication) and the provider's implementations are read
-        first and passed as literal id lists: behind joins the planner started from the
-        provider's runs (184k of a million) rather than from the cell's few hundred groups.
+        what the history is for. Both are in the run's history key (models.history_key), so
+        this is one range of the run_history index, not a probe per comparison group.
         """
-        groups = type(run.group).objects.filter(cell_key=run.group.cell_key)
-        implementations = type(run.implementation).objects.filter(
-            provider_key=run.implementation.provider_key
-        )
         return (
             self.public()
-            .filter(
-                group_id__in=list(groups.values_list("id", flat=True)),
-                implementation_id__in=list(implementations.values_list("id", flat=True)),
-            )
+            .filter(history_key=run.history_key)
             .select_related("publication")
             .order_by("observed_at", "publication__sequence")
         )
@@ -229,6 +187,48 @@ class ComparisonGroupQuerySet(models.QuerySet):
             newest[view] = max(newest.get(view, (-1, -1)), (sequence, publication))
             found.append((group_id, view, (sequence, publication)))
         return [group_id for group_id, view, pub in found if newest[view] == pub]
+
+
+class TallyQuerySet(models.QuerySet):
+    def per_benchmark_on(self, gpu) -> dict[int, int]:
+        """{benchmark id: current runs} on this GPU (a GPU page's list), from the tallies of
+        the GPU's environments: a few rows, not its runs."""
+        rows = (
+            self.filter(environment_id__in=gpu.environments.values("id"), runs__gt=0)
+            .order_by()
+            .values_list("benchmark_id")
+            .annotate(n=Sum("runs"))
+        )
+        return {benchmark: int(n) for benchmark, n in rows}
+
+    def home_counts(self) -> dict:
+        """Current runs per benchmark, GPU and source, the total, the comparison groups and the
+        earliest observation: the tallies (a few hundred rows the write side keeps, models.Tally),
+        the environments' GPUs, and the oldest current run from the observed-time index. The
+        same three small queries at any number of runs."""
+        gpu_of = dict(
+            self.model._meta.apps.get_model("runs", "Environment").objects.values_list("id", "gpu")
+        )
+        counts: dict = {"benchmark": {}, "gpu": {}, "source": {}, "total": 0, "groups": 0}
+        per_source: dict[tuple[int, int], int] = {}
+        rows = self.values_list("benchmark_id", "environment_id", "source_id", "runs", "groups")
+        for benchmark, environment, source, n, groups in rows:
+            counts["groups"] += groups
+            if not n:
+                continue
+            keys = (("benchmark", benchmark), ("gpu", gpu_of.get(environment)), ("source", source))
+            for name, key in keys:
+                counts[name][key] = counts[name].get(key, 0) + n
+            per_source[benchmark, source] = per_source.get((benchmark, source), 0) + n
+            counts["total"] += n
+        # Each benchmark's main source (the one with most of its runs), for grouping lists.
+        main: dict[int, tuple[int, int]] = {}
+        for (benchmark, source), n in per_source.items():
+            main[benchmark] = max(main.get(benchmark, (0, 0)), (n, source))
+        counts["benchmark_source"] = {b: source for b, (_, source) in main.items()}
+        runs = self.model._meta.apps.get_model("runs", "Run").objects.public()
+        counts["first"] = runs.aggregate(first=Min("observed_at"))["first"]
+        return counts
 
 
 class PublicationQuerySet(models.QuerySet):

@@ -21,6 +21,7 @@ from runs.models import (
     Run,
     Source,
     Workload,
+    history_key,
 )
 from runs.reference import catalogue
 from runs.services import implementation_ensure, workload_ensure
@@ -164,6 +165,10 @@ class RunFactory(factory.django.DjangoModelFactory):
     )
     digest = factory.LazyAttribute(lambda o: document_digest("BenchmarkRun", o.spec))
     group = factory.LazyAttribute(lambda o: group_for(o))
+    # As the pipeline writes it (runs.models.history_key): what the cell's history follows.
+    history_key = factory.LazyAttribute(
+        lambda o: history_key(o.group.cell_key, o.implementation.provider_key)
+    )
     rank = None
 
 

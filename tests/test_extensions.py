@@ -139,6 +139,7 @@ def test_the_apps_declare_their_demo_data_public_tables_and_page_fragments():
         "attestations.watch",
         "attestations.notice",
         "runs.version",
+        "runs.tally",
     }
     assert run_extensions.site_fragments() == {
         "header": ["attestations/_account_nav.html"],

@@ -32,3 +32,35 @@ def test_pages_and_writes_survive_a_cache_outage(client, settings):
         run.evidence = "checked"
         run.save()  # the save's fingerprint bump fails quietly, the write stands
         assert b"evidence-checked" in client.get(f"/runs/{run.public_id}/").content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_versions_read_is_the_connection_health_check(client, monkeypatch):
+    """A request's versions query stands in for CONN_HEALTH_CHECKS' SELECT 1: no SELECT 1 is
+    sent, and a reused connection that fails there is closed and the query asked again on a
+    new one, so the page still answers."""
+    from django.db import OperationalError, connection
+
+    from runs.read import freshness
+
+    run = RunFactory()
+    url = f"/runs/{run.public_id}/"
+    assert client.get(url).status_code == 200
+    calls, closed = [], []
+    select = freshness._select
+
+    def failing_once(conn, scopes):
+        calls.append(scopes)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return select(conn, scopes)
+
+    monkeypatch.setattr(freshness, "_select", failing_once)
+    monkeypatch.setattr(connection, "is_usable", lambda: pytest.fail("a SELECT 1 was sent"))
+    monkeypatch.setattr(connection, "close", lambda: closed.append(True))
+    connection.ensure_connection()
+    connection.health_check_enabled, connection.health_check_done = True, False
+    assert client.get(url).status_code == 200
+    assert len(calls) == 2 and closed == [True]
+    # Checked once per request: the next query of the same request is not checked again.
+    assert connection.health_check_done

@@ -252,9 +252,11 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     large = queries(client, f"/runs/{run.public_id}/")
     assert small == large
     # Cold by design, not by keeping parts per data change: the versions (1), the run with its
-    # workload and group (1), its five catalogue rows (5), its leader (1), its cell's groups,
-    # provider and history window (4) and the changes among the points shown (3), each on an
-    # index; nothing for panels of a run nothing was written about.
+    # workload and group (1), its five catalogue rows (5), its leader (1) and a probe of the
+    # group's judged claims (1), its cell's history window by history key (one UNION query on
+    # PostgreSQL, two here; a count per source when the window is full), the changes among the
+    # points shown and the cell's status (2), each on an index; nothing for panels of a run
+    # nothing was written about.
     with django_assert_max_num_queries(15):
         client.get(f"/runs/{run.public_id}/")
 
@@ -339,3 +341,26 @@ def test_pages_with_a_session_or_messages_are_not_shared(client, example_run, se
     del client.cookies["messages"]
     client.get(url)
     assert client.get(url)["X-Page-Cache"] == "hit"
+
+
+@pytest.mark.django_db
+def test_a_new_point_of_the_cell_retires_the_cached_run_page(client, settings):
+    """Page cache on: the stored page is served until the cell gets a new publication (an
+    ingest: the run data's version), then the next request renders the new point; a write
+    about another run leaves the page stored."""
+    settings.PAGE_CACHE_SECONDS = 300
+    ci = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI benchmarks")
+    first = RunFactory(
+        source=ci, publication=PublicationFactory(source=ci, slug="c1", sequence=1), rank=1
+    )
+    other = RunFactory(provider="liger")
+    url = f"/runs/{first.public_id}/"
+    assert client.get(url)["X-Page-Cache"] == "miss"
+    assert client.get(url)["X-Page-Cache"] == "hit"
+    from tests.factories_reruns import job_for
+
+    job_for(other)  # a rerun job about another run: not what this page reads
+    assert client.get(url)["X-Page-Cache"] == "hit"
+    RunFactory(source=ci, publication=PublicationFactory(source=ci, slug="c2", sequence=2), rank=1)
+    response = client.get(url)
+    assert response["X-Page-Cache"] == "miss" and " c2" in text_of(response)

@@ -22,9 +22,9 @@ def test_home_says_what_is_here(client, liger_bench):
     assert "NVIDIA H100 80GB HBM3" in text
 
 
-def test_home_counts_come_once_per_data_change_and_move_with_an_ingest(client, liger_bench):
-    """The counts are a scan of every current run: an uncached request reuses them until the
-    data changes, and an import changes them at once (no stale counts)."""
+def test_home_counts_come_from_the_tallies_and_move_with_an_ingest(client, liger_bench):
+    """The counts are kept by the write side (runs/tallies.py): no request counts the runs,
+    and an import changes them at once (no stale counts)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -37,13 +37,12 @@ def test_home_counts_come_once_per_data_change_and_move_with_an_ingest(client, l
         return text, [q["sql"] for q in ctx.captured_queries if "COUNT(" in q["sql"]]
 
     text, counted = home()
-    assert "2,448 runs in 1,082 comparison groups, from 1 source" in text and counted
-    # A logged-in reader's page is never cached, yet its counts are not counted again.
+    assert "2,448 runs in 1,082 comparison groups, from 1 source" in text and counted == []
     text, counted = home(HTTP_AUTHORIZATION="Bearer x")
     assert "2,448 runs" in text and counted == []
     ingest(source_slug="kernelbench", locations=[str(KERNELBENCH)])
     text, counted = home()
-    assert "2,948 runs in" in text and "from 2 sources" in text and counted
+    assert "2,948 runs in" in text and "from 2 sources" in text and counted == []
     assert "KernelBench reference timings" in text and "500 runs" in text
 
 
@@ -68,8 +67,9 @@ def test_gpu_page(client, liger_bench):
 def test_gpu_and_source_counts_come_once_per_data_change_and_move_with_it(
     client, liger_bench, settings
 ):
-    """Like the home page's: a GPU page's runs per benchmark and a source page's run counts
-    are scans of every run, reused until the data changes and moved at once by a change."""
+    """Like the home page's, a GPU page's runs per benchmark come from the tallies (no count
+    over the runs); a source page's run counts are a scan of its runs, reused until the data
+    changes. A change moves both at once."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -87,7 +87,7 @@ def test_gpu_and_source_counts_come_once_per_data_change_and_move_with_it(
 
     gpu_url, source_url = "/gpus/nvidia-h100-80gb-hbm3/", "/sources/liger-kernel-bench/"
     before, counted = page(gpu_url)
-    assert counted
+    assert counted == []
     assert page(gpu_url)[1] == [] and page(source_url)[1]
     assert page(source_url)[1] == []
     rope = Run.objects.filter(
@@ -97,7 +97,7 @@ def test_gpu_and_source_counts_come_once_per_data_change_and_move_with_it(
     assert f"{n:,}" in before
     Run.objects.filter(pk=rope.first().pk).update(is_current=False)  # no signal: the trigger
     after, counted = page(gpu_url)
-    assert counted and f"{n - 1:,}" in after
+    assert counted == [] and f"{n - 1:,}" in after
     assert "2,447 current (2,448 records" in page(source_url)[0]
 
 

@@ -8,54 +8,72 @@ from collections import defaultdict
 
 from runs.read.freshness import DATA, kept
 
+FIELDS = (
+    "id",
+    "group_id",
+    "verdict",
+    "published_ratio",
+    "controlled_ratio",
+    "tolerance",
+    "basis",
+    "why",
+    "better_id",
+    "other_id",
+    "better__public_id",
+    "other__public_id",
+    "better__implementation__display_name",
+    "other__implementation__display_name",
+    "better__metric",
+    "better_controlled__public_id",
+    "other_controlled__public_id",
+)
+
+
+def _claim(row: dict) -> dict:
+    return {
+        "verdict": row["verdict"],
+        "published_ratio": row["published_ratio"],
+        "controlled_ratio": row["controlled_ratio"],
+        "tolerance": row["tolerance"],
+        "basis": row["basis"],
+        "why": row["why"],
+        "better": row["better__implementation__display_name"],
+        "other": row["other__implementation__display_name"],
+        "better_id": row["better__public_id"],
+        "other_id": row["other__public_id"],
+        "better_controlled": row["better_controlled__public_id"],
+        "other_controlled": row["other_controlled__public_id"],
+        "memory": row["better__metric"] == "memory",
+    }
+
 
 def _load() -> dict:
     from runs.claims.models import JudgedClaim
 
     by_run: dict[int, list[dict]] = defaultdict(list)
     by_group: dict[int, list[dict]] = defaultdict(list)
-    by_pair: dict[tuple[str, str], dict] = {}
-    rows = JudgedClaim.objects.order_by("severity", "id").values(
-        "id",
-        "group_id",
-        "verdict",
-        "published_ratio",
-        "controlled_ratio",
-        "tolerance",
-        "basis",
-        "why",
-        "better_id",
-        "other_id",
-        "better__public_id",
-        "other__public_id",
-        "better__implementation__display_name",
-        "other__implementation__display_name",
-        "better__metric",
-        "better_controlled__public_id",
-        "other_controlled__public_id",
-    )
-    for row in rows:
-        claim = {
-            "verdict": row["verdict"],
-            "published_ratio": row["published_ratio"],
-            "controlled_ratio": row["controlled_ratio"],
-            "tolerance": row["tolerance"],
-            "basis": row["basis"],
-            "why": row["why"],
-            "better": row["better__implementation__display_name"],
-            "other": row["other__implementation__display_name"],
-            "better_id": row["better__public_id"],
-            "other_id": row["other__public_id"],
-            "better_controlled": row["better_controlled__public_id"],
-            "other_controlled": row["other_controlled__public_id"],
-            "memory": row["better__metric"] == "memory",
-        }
+    for row in JudgedClaim.objects.order_by("severity", "id").values(*FIELDS):
+        claim = _claim(row)
         by_run[row["better_id"]].append(claim)
         by_run[row["other_id"]].append(claim)
         by_group[row["group_id"]].append(claim)
-        by_pair[(row["better__public_id"], row["other__public_id"])] = claim
-        by_pair[(row["other__public_id"], row["better__public_id"])] = claim
-    return {"by_run": dict(by_run), "by_group": dict(by_group), "by_pair": by_pair}
+    return {"by_run": dict(by_run), "by_group": dict(by_group)}
+
+
+def pair_in_group(group_id: int, a: str, b: str) -> dict | None:
+    """The judged claim between runs a and b of one group (a run page and its group's leader):
+    one query on the group's claims, instead of loading the whole index for one pair."""
+    from runs.claims.models import JudgedClaim
+
+    rows = JudgedClaim.objects.filter(group_id=group_id).order_by("severity", "id")
+    # Most groups have no judged claim: a probe of the group's index, before the query that
+    # joins both sides' runs and implementations.
+    if not rows.exists():
+        return None
+    for row in rows.values(*FIELDS):
+        if {row["better__public_id"], row["other__public_id"]} == {a, b}:
+            return _claim(row)
+    return None
 
 
 def index() -> dict:
@@ -68,7 +86,3 @@ def for_run(run_id: int) -> list[dict]:
 
 def for_group(group_id: int) -> list[dict]:
     return index()["by_group"].get(group_id, [])
-
-
-def for_pair(a: str, b: str) -> dict | None:
-    return index()["by_pair"].get((a, b))

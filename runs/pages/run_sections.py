@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count, Q, Value
 
 from runs.changes.models import CellChange, CellSeries
+from runs.claims import read as claims
 from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
 from runs.models import Evidence, EvidenceEvent, Run
@@ -32,15 +34,20 @@ def parts(run: Run, verdict) -> dict:
 
     def compute() -> dict:
         catalogue.attach([run])
+        leader = Run.objects.leader_of(run)
         return {
             "catalogue": {name: getattr(run, name) for name in (*catalogue.ATTACHED, "source")},
             "history": history(run),
-            "leader": Run.objects.leader_of(run),
+            "leader": leader,
+            # The claim judged between this run and its leader: from the group's claims.
+            "leader_claim": claims.pair_in_group(run.group_id, run.public_id, leader)
+            if leader
+            else None,
             "verdict": verdict(run),
             "manifest_json": manifest_json(run),
         }
 
-    kept_parts = kept(f"run-parts:{run.pk}", [DATA], compute)
+    kept_parts = kept(f"run-sections:{run.pk}", [DATA], compute)
     for name, row in kept_parts["catalogue"].items():
         setattr(run, name, row)
     return kept_parts
@@ -55,16 +62,7 @@ def history(run: Run) -> dict:
 
 def _history(run: Run) -> dict:
     cell = Run.objects.history_of(run)
-    fields = ("pk", "public_id", "median", "observed_at", "publication__slug", "publication_id",
-              "source_id", "source__name", "source__slug")  # fmt: skip
-    earlier = Q(observed_at__lt=run.observed_at) | Q(
-        observed_at=run.observed_at, publication__sequence__lt=run.publication.sequence
-    )
-    # Up to a window's worth on each side, then the window: half before this run, the rest
-    # after it, either side filling in what the other lacks.
-    before = list(cell.filter(earlier).order_by("-observed_at", "-publication__sequence")
-                  .values(*fields)[:HISTORY_SHOWN])  # fmt: skip
-    after = list(cell.exclude(earlier).values(*fields)[:HISTORY_SHOWN])
+    before, after = _sides(run, cell)
     n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
     points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
     # Publications per source, so the heading and the counts name what the points are: from
@@ -89,6 +87,31 @@ def _history(run: Run) -> dict:
     return part
 
 
+FIELDS = ("pk", "public_id", "median", "observed_at", "publication__slug", "publication_id",
+          "publication__sequence", "source_id", "source__name", "source__slug")  # fmt: skip
+
+
+def _sides(run: Run, cell) -> tuple[list[dict], list[dict]]:
+    """Up to a window's worth of points on each side of the run, nearest first: one query where
+    the database takes a LIMIT inside a UNION (PostgreSQL), two elsewhere (SQLite)."""
+    at = run.observed_at
+    earlier = Q(observed_at__lt=at) | Q(
+        observed_at=at, publication__sequence__lt=run.publication.sequence
+    )
+    # The bounds on the time beside `earlier` are what it implies, spelled out as a range of
+    # the run_history index: each side reads its window from the run outwards, no further.
+    before = (cell.filter(earlier, observed_at__lte=at)
+              .order_by("-observed_at", "-publication__sequence")
+              .annotate(side=Value(0)).values(*FIELDS, "side")[:HISTORY_SHOWN])  # fmt: skip
+    after = (cell.filter(observed_at__gte=at).exclude(earlier)
+             .annotate(side=Value(1)).values(*FIELDS, "side")[:HISTORY_SHOWN])  # fmt: skip
+    if not connection.features.supports_slicing_ordering_in_compound:
+        return list(before), list(after)
+    rows = before.union(after, all=True)
+    rows = sorted(rows, key=lambda p: (p["observed_at"], p["publication__sequence"]))
+    return [p for p in rows if p["side"] == 0][::-1], [p for p in rows if p["side"] == 1]
+
+
 def _judged(run: Run, points: list[dict]) -> dict:
     """The cell's detected changes among the points shown, its status under the rule, and
     the chart that draws them with the tolerance band and a controlled rerun's median."""
@@ -100,8 +123,10 @@ def _judged(run: Run, points: list[dict]) -> dict:
         .filter(publication_id__in=at)
         .select_related("publication", "previous")
     )
-    # Over every publication shown, grouped change or not: the same query count for any cell.
-    sizes = CellChange.objects.group_sizes(list(at))
+    # The groups of changes at the publications where this cell changed; none for a cell that
+    # did not (most of them), so no query.
+    changed_at = sorted({c.publication_id for c in changes})
+    sizes = CellChange.objects.group_sizes(changed_at) if changed_at else {}
     for c in changes:
         c.together = sizes.get((c.publication_id, c.kind, c.direction))
     series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()

@@ -28,6 +28,7 @@ from runs.models import (
     Publication,
     Run,
     Source,
+    Tally,
 )
 from runs.pages import charts, run_sections
 from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
@@ -89,7 +90,7 @@ def _home_parts() -> dict[str, str]:
 
 def _home_catalogue() -> dict:
     """Benchmarks, GPUs and sources with their runs, and the totals."""
-    counts = Run.objects.public().home_counts()
+    counts = Tally.objects.home_counts()  # kept by the write side: no scan of the runs
     lists = {
         "benchmark": sorted(Benchmark.objects.all(), key=attrgetter("title")),
         "gpu": list(Gpu.objects.all()),  # the model's order: vendor, product, form factor
@@ -115,7 +116,7 @@ def _home_catalogue() -> dict:
         "gpus": counted(lists["gpu"], "gpu"),
         "sources": sources,
         "totals": {"n": counts["total"], "first": counts["first"]},
-        "groups": ComparisonGroup.objects.count(),
+        "groups": counts["groups"],
     }
 
 
@@ -135,6 +136,7 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "verdict": parts["verdict"],
             "panels": run_extensions.render_panels(request, run),
             "leader": parts["leader"],
+            "leader_claim": parts["leader_claim"],
             "history": parts["history"],
             "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
             "parameters": _ordered_params(run.workload.parameters),
@@ -379,14 +381,17 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-LEDGER_PAGE = 100
+# A ledger page's entries, and the source page's newest imports: the same few rows to render
+# whether the source has published 40 times or 4,000 (the ledger pages through the rest).
+LEDGER_PAGE = 25
+SOURCE_IMPORTS_SHOWN = 20
 
 
 @require_safe
 @public_page
 def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    imports = list(ImportRecord.objects.of_source(source)[:100])
+    imports = list(ImportRecord.objects.of_source(source)[:SOURCE_IMPORTS_SHOWN])
     for record in imports:
         record.file_name, record.file_url = upstream_file(
             source.slug, record.location, record.upstream_commit
@@ -412,9 +417,10 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    # Counts over every current run of the GPU: kept under the run data's version.
+    # The current runs of the GPU per benchmark, from the tallies the write side keeps (a few
+    # rows, so the first reader after an ingest counts no run), kept under the data version.
     per_benchmark = kept(
-        f"gpu-benchmarks:{gpu.pk}", [DATA], lambda: Run.objects.public().count_per_benchmark_on(gpu)
+        f"gpu-benchmarks:{gpu.pk}", [DATA], lambda: Tally.objects.per_benchmark_on(gpu)
     )
     benchmarks = list(Benchmark.objects.by_title(per_benchmark))
     for benchmark in benchmarks:

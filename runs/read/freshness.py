@@ -30,7 +30,7 @@ evidence change retires every page.
 Who keeps a page, and for how long it can be older than the data:
 - the server's page cache (anonymous GETs, runs/read/page_cache.py: the shared cache and a
   small copy in each process) and the values kept for a page (kept() below: a run page's
-  data parts and panels, the home page's counts...) are keyed by the versions they read: an
+  data parts and panels, the home page's rendered totals...) are keyed by the versions they read: an
   entry is never served once one of those versions has moved. Old entries are never read
   again and age out.
 - signed-in readers are never served a stored page; their ETag is the content's own.
@@ -51,7 +51,7 @@ from datetime import datetime
 
 from django.apps import apps
 from django.core.cache import cache
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from runs.models import Version
 
@@ -129,9 +129,30 @@ def current(scopes) -> Versions:
 
 
 def _read(scopes: tuple[str, ...]) -> list[tuple]:
+    """The versions' rows. A page's versions are its request's first query, so they double as
+    the connection's health check (with CONN_HEALTH_CHECKS Django would send a SELECT 1
+    before it, a second round trip on every request, cached page or not): a reused connection
+    that fails here is closed and the query asked once more, on a new one."""
+    connection = connections["default"]
+    check = (
+        connection.connection is not None
+        and connection.health_check_enabled
+        and not connection.health_check_done
+        and not connection.in_atomic_block
+    )
+    if not check:
+        return _select(connection, scopes)
+    connection.health_check_done = True
+    try:
+        return _select(connection, scopes)
+    except DatabaseError:
+        connection.close()
+        return _select(connection, scopes)
+
+
+def _select(connection, scopes: tuple[str, ...]) -> list[tuple]:
     # Every request asks this, cached page or not: plain SQL on the primary key, without the
     # ORM's query building (a third of a cached page's time in process).
-    connection = connections["default"]
     table = connection.ops.quote_name(Version._meta.db_table)
     marks = ", ".join(["%s"] * len(scopes))
     with connection.cursor() as cursor:

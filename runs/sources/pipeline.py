@@ -29,7 +29,7 @@ from django.utils import timezone
 from kirunner import sanity
 from runs.manifest import documents
 from runs.manifest.canonical import document_canonical, sha256_digest
-from runs.models import ComparisonGroup, Evidence, Publication, Run, Source
+from runs.models import ComparisonGroup, Evidence, Publication, Run, Source, history_key
 from runs.sources.base import IngestError, InputFile, Record
 from runs.sources.documents import Resolver
 from runs.sources.ledger import IngestReport, ledger_append
@@ -680,6 +680,7 @@ def _values(
                 "protocol_id": row.protocol.pk,
                 "environment_id": row.environment.pk,
                 "group_id": groups[row.group_key],
+                "history_key": history_key(row.cell_key, row.implementation.provider_key),
                 "timed_pass": r.timed_pass,
                 "metric": r.metric,
                 "unit": r.unit,

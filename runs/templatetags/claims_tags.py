@@ -16,8 +16,3 @@ def run_claims(run) -> list[dict]:
 @register.simple_tag
 def group_claims(group) -> list[dict]:
     return read.for_group(group.pk)
-
-
-@register.simple_tag
-def pair_claim(a: str, b: str) -> dict | None:
-    return read.for_pair(str(a), str(b))

@@ -37,6 +37,9 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
 
 
+LOOP = 20_000
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 4 or argv[2] != "--out":
         print("usage: rerun_double.py JOB.json --out RESULT.json", file=sys.stderr)
@@ -57,8 +60,11 @@ def main(argv: list[str]) -> int:
     if status == "ok":
         samples = []
         for _ in range(50):
+            # 20,000 terms: about 0.6 ms here, ten times the physical floor of the factories'
+            # llama4_rope workload on an H100 (50 us), which the server checks a result's
+            # median against; 2,000 terms (57 us) fell below it on a fast, idle core.
             t0 = time.perf_counter()
-            sum(i * i for i in range(2000))
+            sum(i * i for i in range(LOOP))
             samples.append((time.perf_counter() - t0) * 1e3)
         ordered = sorted(samples)
         measurement = {
@@ -85,7 +91,7 @@ def main(argv: list[str]) -> int:
         "device": "cpu",
         "environment": {"device": "cpu", "python": platform.python_version()},
         "implementation": {"package": None, "requestedRevision": None, "usedRevision": None},
-        "workload": {"requested": job["workload"]["parameters"], "ran": {"loop": 2000}},
+        "workload": {"requested": job["workload"]["parameters"], "ran": {"loop": LOOP}},
         "correctness": {
             "passed": passed,
             "reference": "test double: no kernel was run",

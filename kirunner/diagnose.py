@@ -189,9 +189,14 @@ def _reset(grad_to_none: Sequence[Any] | None) -> None:
 ENQUEUE_BLOCK_MS = 40.0
 
 
+def _calls_within(budget_ms: float, call_ms: float, least: int, most: int) -> int:
+    """How many calls of `call_ms` fit in `budget_ms`, between least and most."""
+    return max(least, min(most, int(budget_ms / max(call_ms, 1e-3))))
+
+
 def enqueue_calls(median_ms: float, most: int = 20) -> int:
     """How many calls a host-enqueue block makes, from do_bench's median for the call."""
-    return max(1, min(most, int(ENQUEUE_BLOCK_MS / max(median_ms, 1e-3))))
+    return _calls_within(ENQUEUE_BLOCK_MS, median_ms, 1, most)
 
 
 # Device-time repeats: 10, fewer for calls over 300 ms so that they take about 3 s, and never
@@ -202,7 +207,7 @@ DEVICE_REPEATS_MS = 3000.0
 
 def device_repeats(estimate_ms: float, most: int = 10, least: int = 3) -> int:
     """How many cold device-time repeats to take of a call of about `estimate_ms`."""
-    return max(least, min(most, int(DEVICE_REPEATS_MS / max(estimate_ms, 1e-3))))
+    return _calls_within(DEVICE_REPEATS_MS, estimate_ms, least, most)
 
 
 def host_enqueue_time(

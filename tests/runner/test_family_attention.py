@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import secrets
-import uuid
 from collections import Counter
-from datetime import UTC, datetime
 
 import pytest
 import torch
@@ -20,7 +17,8 @@ from kirunner.kernels import get_spec
 from kirunner.runner import support_problem
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
-from tests.conftest import LIGER_CI, REPO
+from tests.conftest import LIGER_CI
+from tests.runner.issued import issued_documents
 from tests.runner.jobs import make_job
 
 # Through the registry: kirunner.kernels imports the families (importing a family module
@@ -76,21 +74,8 @@ def test_every_h200_row_of_02bac05_resolves_with_no_parameter_left_over():
 
 @pytest.mark.django_db
 def test_issue_jobs_issues_a_runnable_job_for_every_row():
-    from reruns.controlled import job_document
-    from reruns.models import RerunJob
-    from runs.services import ingest
-
-    ingest(source_slug="liger-kernel-ci", locations=[str(LIGER_CI / "02bac05")])
-    loader = importlib.util.spec_from_file_location("issue_jobs", REPO / "bench/h200/issue_jobs.py")
-    issue_jobs = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(issue_jobs)
     issued = Counter()
-    for run in issue_jobs.selected_all_h200():
-        if run.benchmark.slug not in KERNELS:
-            continue
-        job = RerunJob(run=run, gpu_class="h200", nonce=secrets.token_hex(16),
-                       uuid=uuid.uuid4(), issued_at=datetime.now(UTC))  # fmt: skip
-        doc = job_document(job)
+    for _, doc in issued_documents("all_h200", KERNELS):
         assert support_problem(doc) is None, doc["workload"]
         assert doc["protocol"]["rep"] is None  # the runner then uses the script's rep=100
         issued[doc["benchmark"], doc["provider"]] += 1

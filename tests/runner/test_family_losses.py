@@ -19,6 +19,7 @@ from kirunner.families.group_norm import reference_group_norm
 from kirunner.families.sparsemax import reference_sparsemax
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
+from tests.runner.issued import issued_documents
 from tests.runner.jobs import make_job
 
 get_spec = kernels.get_spec
@@ -230,32 +231,12 @@ def test_liger_is_unavailable_on_the_cpu():
     assert run_job(job, force_cpu=True)["payload"]["status"] == "unavailable"
 
 
-def _issue_jobs_module():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "h200" / "issue_jobs.py"
-    module_spec = importlib.util.spec_from_file_location("issue_jobs", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
 def test_the_job_issuer_issues_every_row_and_the_runner_accepts_each(db):
-    import secrets
-    import uuid
-
     from kirunner.runner import validate_job
-    from reruns.controlled import job_document
-    from reruns.models import RerunJob
-    from runs.services import ingest
 
-    ingest(source_slug="liger-kernel-ci", locations=[str(CSV.parent)])
     issued = dict.fromkeys(ROWS, 0)
-    for run in _issue_jobs_module().selected_all_h200():
-        if run.benchmark.slug not in ROWS:
-            continue
-        job = RerunJob(run=run, gpu_class="h200", nonce=secrets.token_hex(16), uuid=uuid.uuid4())
-        checked = validate_job(job_document(job))
+    for run, doc in issued_documents("all_h200", ROWS):
+        checked = validate_job(doc)
         spec = get_spec(checked["benchmark"])
         assert checked["provider"] in spec.providers
         wl, unused = spec.resolve(checked["parameters"])

@@ -16,8 +16,9 @@ from kirunner.families.preference import hf_alignment_loss, hf_cpo_sigmoid, refe
 from kirunner.families.preference_ref import hf_dpo, hf_kto
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
+from tests.runner.issued import issued_documents
 from tests.runner.jobs import make_job
-from tests.runner.test_family_losses import CSV, _backward_calls, _issue_jobs_module
+from tests.runner.test_family_losses import CSV, _backward_calls
 
 get_spec = kernels.get_spec
 CPU = torch.device("cpu")
@@ -254,21 +255,11 @@ def test_liger_is_unavailable_on_the_cpu(name):
 
 
 def test_the_job_issuer_issues_every_row_and_the_runner_accepts_each(db):
-    import secrets
-    import uuid
-
     from kirunner.runner import validate_job
-    from reruns.controlled import job_document
-    from reruns.models import RerunJob
-    from runs.services import ingest
 
-    ingest(source_slug="liger-kernel-ci", locations=[str(CSV.parent)])
     issued = dict.fromkeys(ROWS, 0)
-    for run in _issue_jobs_module().selected_unjudged_h200():
-        if run.benchmark.slug not in ROWS:
-            continue
-        job = RerunJob(run=run, gpu_class="h200", nonce=secrets.token_hex(16), uuid=uuid.uuid4())
-        checked = validate_job(job_document(job))
+    for run, doc in issued_documents("unjudged_h200", ROWS):
+        checked = validate_job(doc)
         spec = get_spec(checked["benchmark"])
         assert checked["provider"] in spec.providers
         wl, unused = spec.resolve(checked["parameters"])

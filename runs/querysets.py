@@ -2,12 +2,16 @@ from __future__ import annotations
 
 import re
 
-from django.db import models
-from django.db.models import Count, Min, Q, Sum
+from django.db import connection, models
+from django.db.models import Count, Exists, Min, Q, Sum, Value
 from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
 GROUP_KEY_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
+# A point of a cell's history as the run page shows it (RunQuerySet.history_sides).
+HISTORY_FIELDS = ("pk", "public_id", "median", "observed_at", "publication__slug",
+                  "publication_id", "publication__sequence", "source_id", "source__name",
+                  "source__slug")  # fmt: skip
 
 
 class RunQuerySet(models.QuerySet):
@@ -100,19 +104,25 @@ class RunQuerySet(models.QuerySet):
             "group",
         )
 
-    def leader_of(self, run) -> str | None:
-        """The public id of rank 1 in the run's group ("Compare with #1"); None for the leader
-        itself or an unranked run."""
+    def leader_of(self, run) -> tuple[str | None, bool]:
+        """The public id of rank 1 in the run's group ("Compare with #1"), None for the leader
+        itself or an unranked run, and whether the group has any judged claim (most have none,
+        and then the run page asks for no claim): one query, none for those without a leader."""
+        from runs.claims.models import JudgedClaim
+
         if not run.rank or run.rank == 1:
-            return None
-        leader = (
+            return None, False
+        row = (
             self.public()
             .filter(group_id=run.group_id, rank=1)
             .order_by("public_id")
-            .values_list("public_id", flat=True)
+            .annotate(claims=Exists(JudgedClaim.objects.filter(group_id=run.group_id)))
+            .values_list("public_id", "claims")
             .first()
         )
-        return leader if leader != run.public_id else None
+        if row is None or row[0] == run.public_id:
+            return None, False
+        return row[0], bool(row[1])
 
     def for_listing(self) -> RunQuerySet:
         """Runs as tables and charts show them: with the workload (for its parameters), without
@@ -142,6 +152,36 @@ class RunQuerySet(models.QuerySet):
         return self.history_of(run).values(
             "pk", "public_id", "median", "observed_at", "publication__slug"
         )
+
+    def history_sides(self, run, size: int) -> tuple[list[dict], list[dict]]:
+        """Up to `size` points of the run's cell on each side of it, nearest first, as rows of
+        HISTORY_FIELDS: one query where the database takes a LIMIT inside a UNION (PostgreSQL),
+        two elsewhere (SQLite). The run itself is the first of the later side."""
+        cell = self.history_of(run)
+        at = run.observed_at
+        earlier = Q(observed_at__lt=at) | Q(
+            observed_at=at, publication__sequence__lt=run.publication.sequence
+        )
+        # The bounds on the time beside `earlier` are what it implies, spelled out as a range
+        # of the run_history index: each side reads its window from the run outwards, no further.
+        before = (cell.filter(earlier, observed_at__lte=at)
+                  .order_by("-observed_at", "-publication__sequence")
+                  .annotate(side=Value(0)).values(*HISTORY_FIELDS, "side")[:size])  # fmt: skip
+        after = (cell.filter(observed_at__gte=at).exclude(earlier)
+                 .annotate(side=Value(1)).values(*HISTORY_FIELDS, "side")[:size])  # fmt: skip
+        if not connection.features.supports_slicing_ordering_in_compound:
+            return list(before), list(after)
+        rows = before.union(after, all=True)
+        rows = sorted(rows, key=lambda p: (p["observed_at"], p["publication__sequence"]))
+        return [p for p in rows if p["side"] == 0][::-1], [p for p in rows if p["side"] == 1]
+
+    def history_sources(self, run) -> list[tuple[int, str, str, int]]:
+        """(source id, name, slug, points) of each source in the run's cell, by name: for a
+        cell longer than its window on the run page."""
+        return list(
+            self.history_of(run).order_by("source__name")
+            .values_list("source_id", "source__name", "source__slug").annotate(n=Count("id"))
+        )  # fmt: skip
 
 
 class ComparisonGroupQuerySet(models.QuerySet):

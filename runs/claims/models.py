@@ -15,6 +15,16 @@ class Verdict(models.TextChoices):
     REVERSED = rule.REVERSED, "Reversed"
 
 
+class JudgedClaimQuerySet(models.QuerySet):
+    def between(self, group_id: int, a: str, b: str) -> JudgedClaimQuerySet:
+        """The claim judged between runs a and b (public ids, either way round) of one group:
+        the group's index, then the pair."""
+        return self.filter(group_id=group_id).filter(
+            models.Q(better__public_id=a, other__public_id=b)
+            | models.Q(better__public_id=b, other__public_id=a)
+        )
+
+
 class JudgedClaim(models.Model):
     """The claim that `better` (lower published figure) beats `other` in one group, judged
     by controlled reruns of both from one runner process. The published runs are untouched."""
@@ -52,6 +62,8 @@ class JudgedClaim(models.Model):
     process = models.CharField(max_length=100)
     why = models.TextField()
     judged_at = models.DateTimeField(auto_now=True)
+
+    objects = JudgedClaimQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -62,18 +62,13 @@ def _load() -> dict:
 
 def pair_in_group(group_id: int, a: str, b: str) -> dict | None:
     """The judged claim between runs a and b of one group (a run page and its group's leader):
-    one query on the group's claims, instead of loading the whole index for one pair."""
+    one query for that pair, instead of loading the whole index for one pair. The run page
+    asks only when its group has a claim at all (RunQuerySet.leader_of says)."""
     from runs.claims.models import JudgedClaim
 
-    rows = JudgedClaim.objects.filter(group_id=group_id).order_by("severity", "id")
-    # Most groups have no judged claim: a probe of the group's index, before the query that
-    # joins both sides' runs and implementations.
-    if not rows.exists():
-        return None
-    for row in rows.values(*FIELDS):
-        if {row["better__public_id"], row["other__public_id"]} == {a, b}:
-            return _claim(row)
-    return None
+    rows = JudgedClaim.objects.between(group_id, a, b).order_by("severity", "id")
+    row = rows.values(*FIELDS).first()
+    return _claim(row) if row is not None else None
 
 
 def index() -> dict:

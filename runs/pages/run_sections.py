@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from django.db import connection
-from django.db.models import Count, Q, Value
-
+from runs.changes import detect
 from runs.changes.models import CellChange, CellSeries
 from runs.claims import read as claims
 from runs.evidence import tolerance_for
@@ -33,15 +31,17 @@ def parts(run: Run, verdict) -> dict:
     catalogue rows from them. `verdict(run)` is the evidence event behind the level."""
 
     def compute() -> dict:
-        catalogue.attach([run])
-        leader = Run.objects.leader_of(run)
+        # Its catalogue rows are those of many other runs: kept apart, under the data version.
+        catalogue.attach_kept([run])
+        leader, group_has_claims = Run.objects.leader_of(run)
         return {
             "catalogue": {name: getattr(run, name) for name in (*catalogue.ATTACHED, "source")},
             "history": history(run),
             "leader": leader,
-            # The claim judged between this run and its leader: from the group's claims.
+            # The claim judged between this run and its leader, asked for only in a group with
+            # judged claims (few have any).
             "leader_claim": claims.pair_in_group(run.group_id, run.public_id, leader)
-            if leader
+            if group_has_claims
             else None,
             "verdict": verdict(run),
             "manifest_json": manifest_json(run),
@@ -61,20 +61,12 @@ def history(run: Run) -> dict:
 
 
 def _history(run: Run) -> dict:
-    cell = Run.objects.history_of(run)
-    before, after = _sides(run, cell)
+    before, after = Run.objects.history_sides(run, HISTORY_SHOWN)
     n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
     points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
-    # Publications per source, so the heading and the counts name what the points are: from
-    # the points themselves unless the window is full and there may be more.
-    if len(points) < HISTORY_SHOWN:
-        sources = sorted(Counter((p["source__name"], p["source__slug"]) for p in points).items())
-        sources = [(name, slug, n) for (name, slug), n in sources]
-    else:
-        sources = list(
-            cell.order_by("source__name").values_list("source__name", "source__slug")
-            .annotate(n=Count("id"))
-        )  # fmt: skip
+    counted = _per_source(run, before, after)
+    # Publications per source, so the heading and the counts name what the points are.
+    sources = [(name, slug, n) for _, name, slug, n in counted]
     total = sum(n for _, _, n in sources)
     part = {"points": points, "total": total, "sources": sources, "svg": "", "changes": [],
             "heading": "History of this cell"}  # fmt: skip
@@ -83,53 +75,26 @@ def _history(run: Run) -> dict:
             f"{name} ({n})" if len(sources) > 1 else name for name, _, n in sources
         )
     if len(points) > 1:
-        part.update(_judged(run, points))
+        part.update(_judged(run, points, {source_id: n for source_id, _, _, n in counted}))
     return part
 
 
-FIELDS = ("pk", "public_id", "median", "observed_at", "publication__slug", "publication_id",
-          "publication__sequence", "source_id", "source__name", "source__slug")  # fmt: skip
+def _per_source(run: Run, before: list[dict], after: list[dict]) -> list[tuple]:
+    """(source id, name, slug, points) of each source of the cell, by name: from the rows read
+    when neither side filled its window (they are then the whole cell), else counted."""
+    if len(before) < HISTORY_SHOWN and len(after) < HISTORY_SHOWN:
+        found = Counter(
+            (p["source_id"], p["source__name"], p["source__slug"]) for p in before + after
+        )
+        return [(*source, n) for source, n in sorted(found.items(), key=lambda s: s[0][1:])]
+    return Run.objects.history_sources(run)
 
 
-def _sides(run: Run, cell) -> tuple[list[dict], list[dict]]:
-    """Up to a window's worth of points on each side of the run, nearest first: one query where
-    the database takes a LIMIT inside a UNION (PostgreSQL), two elsewhere (SQLite)."""
-    at = run.observed_at
-    earlier = Q(observed_at__lt=at) | Q(
-        observed_at=at, publication__sequence__lt=run.publication.sequence
-    )
-    # The bounds on the time beside `earlier` are what it implies, spelled out as a range of
-    # the run_history index: each side reads its window from the run outwards, no further.
-    before = (cell.filter(earlier, observed_at__lte=at)
-              .order_by("-observed_at", "-publication__sequence")
-              .annotate(side=Value(0)).values(*FIELDS, "side")[:HISTORY_SHOWN])  # fmt: skip
-    after = (cell.filter(observed_at__gte=at).exclude(earlier)
-             .annotate(side=Value(1)).values(*FIELDS, "side")[:HISTORY_SHOWN])  # fmt: skip
-    if not connection.features.supports_slicing_ordering_in_compound:
-        return list(before), list(after)
-    rows = before.union(after, all=True)
-    rows = sorted(rows, key=lambda p: (p["observed_at"], p["publication__sequence"]))
-    return [p for p in rows if p["side"] == 0][::-1], [p for p in rows if p["side"] == 1]
-
-
-def _judged(run: Run, points: list[dict]) -> dict:
+def _judged(run: Run, points: list[dict], per_source: dict[int, int]) -> dict:
     """The cell's detected changes among the points shown, its status under the rule, and
     the chart that draws them with the tolerance band and a controlled rerun's median."""
-    key = {"source_ids": {p["source_id"] for p in points}, "cell_key": run.group.cell_key,
-           "provider_key": run.implementation.provider_key}  # fmt: skip
     at = {p["publication_id"]: i for i, p in enumerate(points)}
-    changes = list(
-        CellChange.objects.of_cell(**key)
-        .filter(publication_id__in=at)
-        .select_related("publication", "previous")
-    )
-    # The groups of changes at the publications where this cell changed; none for a cell that
-    # did not (most of them), so no query.
-    changed_at = sorted({c.publication_id for c in changes})
-    sizes = CellChange.objects.group_sizes(changed_at) if changed_at else {}
-    for c in changes:
-        c.together = sizes.get((c.publication_id, c.kind, c.direction))
-    series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()
+    changes, series = _detected(run, points, per_source)
     tolerance = tolerance_for(run)
     rerun = _rerun(run)
     factor, unit_name = charts.unit_scale(run.unit, [p["median"] for p in points])
@@ -150,6 +115,31 @@ def _judged(run: Run, points: list[dict]) -> dict:
     )
     return {"svg": svg, "changes": changes, "status": series, "tolerance": tolerance,
             "rerun": rerun}  # fmt: skip
+
+
+def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple[list, str]:
+    """The changes the rule found among the points and the cell's status (None: too short).
+    The rule stores nothing for a source's cell of MIN_BASELINE publications or fewer
+    (runs.changes.services): when every source of the points has no more runs than that in
+    the cell, both are known without a query."""
+    source_ids = {p["source_id"] for p in points}
+    if all(per_source.get(s, 0) <= detect.MIN_BASELINE for s in source_ids):
+        return [], None
+    key = {"source_ids": source_ids, "cell_key": run.group.cell_key,
+           "provider_key": run.implementation.provider_key}  # fmt: skip
+    changes = list(
+        CellChange.objects.of_cell(**key)
+        .filter(publication_id__in={p["publication_id"] for p in points})
+        .select_related("publication", "previous")
+    )
+    # The groups of changes at the publications where this cell changed; none for a cell that
+    # did not (most of them), so no query.
+    changed_at = sorted({c.publication_id for c in changes})
+    sizes = CellChange.objects.group_sizes(changed_at) if changed_at else {}
+    for c in changes:
+        c.together = sizes.get((c.publication_id, c.kind, c.direction))
+    series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()
+    return changes, series
 
 
 def _rerun(run: Run) -> history_chart.Rerun | None:

@@ -8,15 +8,20 @@ from datetime import UTC, datetime, timedelta
 from html import unescape
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runs.models import Evidence, Run
+from runs.read import freshness
 from tests.factories import (
     BenchmarkFactory,
+    GpuFactory,
     PublicationFactory,
     RunFactory,
     SourceFactory,
     workload_for,
 )
+from tests.factories_reruns import job_for
 from tests.pages import grow, queries, text_of
 
 SECTIONS = [
@@ -252,13 +257,55 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     large = queries(client, f"/runs/{run.public_id}/")
     assert small == large
     # Cold by design, not by keeping parts per data change: the versions (1), the run with its
-    # workload and group (1), its five catalogue rows (5), its leader (1) and a probe of the
-    # group's judged claims (1), its cell's history window by history key (one UNION query on
-    # PostgreSQL, two here; a count per source when the window is full), the changes among the
-    # points shown and the cell's status (2), each on an index; nothing for panels of a run
-    # nothing was written about.
-    with django_assert_max_num_queries(15):
+    # workload and group (1), its five catalogue rows (5, kept for the next run page that
+    # shares them), its leader with whether the group has judged claims (1), its cell's
+    # history window by history key (one UNION query on PostgreSQL, two here; a count per
+    # source only when a side fills its window), the changes among the points shown and the
+    # cell's status (2, none for a cell too short for the rule), each on an index; nothing
+    # for panels of a run nothing was written about.
+    freshness.reset()
+    with django_assert_max_num_queries(12):
         client.get(f"/runs/{run.public_id}/")
+
+
+@pytest.mark.django_db
+def test_a_run_page_read_first_asks_for_its_own_rows_only(client, settings):
+    """A reader arriving from a link: nothing of this run is kept, but the catalogue rows it
+    shares with a run whose page was read are, so it asks for none of them."""
+    settings.PAGE_CACHE_SECONDS = 0
+    source = SourceFactory()
+    shared = {"source": source, "publication": PublicationFactory(source=source),
+              "benchmark": BenchmarkFactory(), "gpu": GpuFactory()}  # fmt: skip
+    RunFactory(provider="liger", rank=1, **shared)
+    run, other = RunFactory.create_batch(2, provider="huggingface", rank=2, **shared)
+    assert run.history_key == other.history_key
+    freshness.reset()
+    client.get(f"/runs/{other.public_id}/")
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(f"/runs/{run.public_id}/").status_code == 200
+    tables = [re.findall(r'FROM "(\w+)"', q["sql"])[-1] for q in ctx.captured_queries]
+    # The versions, the run, its leader (and whether the group has claims: none), its cell's
+    # two points (one UNION on PostgreSQL, a query per side here), counted from those rows;
+    # two points of one source are too few for the change rule, so no change queries.
+    sides = ["runs_run"] if connection.vendor == "postgresql" else ["runs_run", "runs_run"]
+    assert tables == ["runs_version", "runs_run", "runs_run", *sides]
+
+
+@pytest.mark.django_db
+def test_panels_of_a_run_nothing_was_written_about_ask_nothing(client, settings):
+    settings.PAGE_CACHE_SECONDS = 0
+    run = RunFactory()
+
+    def panel_queries():
+        freshness.reset()
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(f"/runs/{run.public_id}/").status_code == 200
+        apps = ("attestations_", "reruns_")
+        return [q["sql"] for q in ctx.captured_queries if any(f'"{a}' in q["sql"] for a in apps)]
+
+    assert panel_queries() == []
+    job_for(run)  # a rerun job names the run: its page now asks its panels
+    assert panel_queries()
 
 
 @pytest.mark.django_db

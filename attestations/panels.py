@@ -18,14 +18,24 @@ def _has_activity(run) -> bool:
     return activity is None or activity > 0
 
 
+def _visible(request: HttpRequest, run) -> list:
+    """The run's items this reader sees (approved, and their own pending ones), asked once a
+    page: both panels show them, the measured table those approved with a result file."""
+    if not hasattr(run, "visible_attestations"):
+        query = Attestation.objects.visible_to(request.user).for_run(run).with_related()
+        run.visible_attestations = list(query) if _has_activity(run) else []
+    return run.visible_attestations
+
+
 def run_section(request: HttpRequest, run) -> dict:
     """Approved items for everyone, plus the viewer's own pending ones, and the reports the
     maintainers answered in public. At most two queries whatever the number of items."""
     user = request.user
-    active = _has_activity(run)
-    items = list(Attestation.objects.visible_to(user).for_run(run).with_related()) if active else []
+    items = _visible(request, run)
     answered = (
-        list(Report.objects.for_run(run).answered_publicly().in_answer_order()) if active else []
+        list(Report.objects.for_run(run).answered_publicly().in_answer_order())
+        if _has_activity(run)
+        else []
     )
     return {
         "run": run,
@@ -49,13 +59,9 @@ PANEL = RunPanel(
 
 
 def run_measured(request: HttpRequest, run) -> dict:
-    """Approved measured reproductions, for the table beside the controlled reruns: one query,
-    and none for the runs that have no attestation at all."""
-    items = (
-        list(Attestation.objects.approved().for_run(run).measured().with_related())
-        if _has_activity(run)
-        else []
-    )
+    """Approved measured reproductions, for the table beside the controlled reruns: of the
+    items the section below shows (Attestation.measured() says which), so no query of its own."""
+    items = [i for i in _visible(request, run) if i.state == "approved" and i.result_digest]
     return {"run": run, "items": items}
 
 

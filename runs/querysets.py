@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from django.db import connection, models
-from django.db.models import Count, Exists, Min, Q, Sum, Value
+from django.db.models import Count, Exists, Min, Q, Sum
 from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -155,25 +155,25 @@ class RunQuerySet(models.QuerySet):
 
     def history_sides(self, run, size: int) -> tuple[list[dict], list[dict]]:
         """Up to `size` points of the run's cell on each side of it, nearest first, as rows of
-        HISTORY_FIELDS: one query where the database takes a LIMIT inside a UNION (PostgreSQL),
-        two elsewhere (SQLite). The run itself is the first of the later side."""
+        HISTORY_FIELDS, in one query: a UNION of the two windows where the database takes a
+        LIMIT inside one (PostgreSQL), else the rows whose ids either window lists (SQLite
+        takes a LIMIT inside IN)."""
         cell = self.history_of(run)
-        at = run.observed_at
-        earlier = Q(observed_at__lt=at) | Q(
-            observed_at=at, publication__sequence__lt=run.publication.sequence
-        )
+        at = (run.observed_at, run.publication.sequence)
+        earlier = Q(observed_at__lt=at[0]) | Q(observed_at=at[0], publication__sequence__lt=at[1])
         # The bounds on the time beside `earlier` are what it implies, spelled out as a range
         # of the run_history index: each side reads its window from the run outwards, no further.
-        before = (cell.filter(earlier, observed_at__lte=at)
-                  .order_by("-observed_at", "-publication__sequence")
-                  .annotate(side=Value(0)).values(*HISTORY_FIELDS, "side")[:size])  # fmt: skip
-        after = (cell.filter(observed_at__gte=at).exclude(earlier)
-                 .annotate(side=Value(1)).values(*HISTORY_FIELDS, "side")[:size])  # fmt: skip
-        if not connection.features.supports_slicing_ordering_in_compound:
-            return list(before), list(after)
-        rows = before.union(after, all=True)
+        before = (cell.filter(earlier, observed_at__lte=at[0])
+                  .order_by("-observed_at", "-publication__sequence")[:size])  # fmt: skip
+        after = cell.filter(observed_at__gte=at[0]).exclude(earlier)[:size]
+        if connection.features.supports_slicing_ordering_in_compound:
+            rows = before.values(*HISTORY_FIELDS).union(after.values(*HISTORY_FIELDS), all=True)
+        else:
+            either = Q(pk__in=before.values("pk")) | Q(pk__in=after.values("pk"))
+            rows = self.filter(either).order_by().values(*HISTORY_FIELDS)
         rows = sorted(rows, key=lambda p: (p["observed_at"], p["publication__sequence"]))
-        return [p for p in rows if p["side"] == 0][::-1], [p for p in rows if p["side"] == 1]
+        split = sum(1 for p in rows if (p["observed_at"], p["publication__sequence"]) < at)
+        return rows[:split][::-1], rows[split:]
 
     def history_sources(self, run) -> list[tuple[int, str, str, int]]:
         """(source id, name, slug, points) of each source in the run's cell, by name: for a

@@ -259,12 +259,12 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     # Cold by design, not by keeping parts per data change: the versions (1), the run with its
     # workload and group (1), its five catalogue rows (5, kept for the next run page that
     # shares them), its leader with whether the group has judged claims (1), its cell's
-    # history window by history key (one UNION query on PostgreSQL, two here; a count per
-    # source only when a side fills its window), the changes among the points shown and the
-    # cell's status (2, none for a cell too short for the rule), each on an index; nothing
-    # for panels of a run nothing was written about.
+    # history window by history key (1; a count per source only when a side fills its
+    # window), the changes among the points shown and the cell's status (2, none for a cell
+    # too short for the rule), each on an index; nothing for panels of a run nothing was
+    # written about.
     freshness.reset()
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(11):
         client.get(f"/runs/{run.public_id}/")
 
 
@@ -284,11 +284,10 @@ def test_a_run_page_read_first_asks_for_its_own_rows_only(client, settings):
     with CaptureQueriesContext(connection) as ctx:
         assert client.get(f"/runs/{run.public_id}/").status_code == 200
     tables = [re.findall(r'FROM "(\w+)"', q["sql"])[-1] for q in ctx.captured_queries]
-    # The versions, the run, its leader (and whether the group has claims: none), its cell's
-    # two points (one UNION on PostgreSQL, a query per side here), counted from those rows;
-    # two points of one source are too few for the change rule, so no change queries.
-    sides = ["runs_run"] if connection.vendor == "postgresql" else ["runs_run", "runs_run"]
-    assert tables == ["runs_version", "runs_run", "runs_run", *sides]
+    # The versions, the run, its leader (and whether the group has claims: none) and its
+    # cell's two points, counted from those rows: two points of one source are too few for
+    # the change rule, so no change queries.
+    assert tables == ["runs_version", "runs_run", "runs_run", "runs_run"]
 
 
 @pytest.mark.django_db

@@ -132,9 +132,10 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
         .filter(publication_id__in={p["publication_id"] for p in points})
         .select_related("publication", "previous")
     )
-    # The groups of changes at the publications where this cell changed; none for a cell that
-    # did not (most of them), so no query.
-    changed_at = sorted({c.publication_id for c in changes})
+    # The sizes of the groups these changes moved with; none for a cell whose changes moved
+    # alone or that did not change (most of them), so no query. A change's `grouped` is that
+    # of every change of its publication, kind and direction (runs.changes.services._regroup).
+    changed_at = sorted({c.publication_id for c in changes if c.grouped})
     sizes = CellChange.objects.group_sizes(changed_at) if changed_at else {}
     for c in changes:
         c.together = sizes.get((c.publication_id, c.kind, c.direction))
@@ -146,6 +147,8 @@ def _rerun(run: Run) -> history_chart.Rerun | None:
     """The newest controlled rerun's median of this run, for the chart (another mark)."""
     if run.evidence == Evidence.REPORTED and run.revision == 1:
         return None  # every rerun's evidence event moves the level: this run has had none
+    if run.source.slug == "kernelindex":
+        return None  # a controlled run's level never moves (runs.evidence.evidence_apply)
     row = (
         EvidenceEvent.objects.filter(run__public_id=run.public_id, controlled_run__isnull=False)
         .order_by("-created_at", "-id")

@@ -42,6 +42,9 @@ from django.test.utils import CaptureQueriesContext, setup_test_environment  # n
 
 from runs.read import freshness  # noqa: E402
 
+# Random pages whose queries are counted (--random), before the timed requests.
+QUERY_SAMPLE = 50
+
 
 def _random_urls(n: int) -> list[str]:
     with connection.cursor() as cursor:
@@ -66,7 +69,7 @@ def main() -> None:
     setup_test_environment()
     client = Client()
     url = args.url
-    urls = iter(_random_urls(3 * args.requests + 2)) if args.random else None
+    urls = iter(_random_urls(3 * args.requests + QUERY_SAMPLE + 1)) if args.random else None
 
     def get():
         if args.cold:
@@ -77,10 +80,16 @@ def main() -> None:
     if first.status_code != 200:
         sys.exit(f"{url} answered {first.status_code}: load the demo data first.")
 
-    with CaptureQueriesContext(connection) as ctx:
-        get()
-    queries = len(ctx.captured_queries)
-    sql_seconds = sum(float(q["time"]) for q in ctx.captured_queries)
+    # One page's queries; for --random the mean of several pages, whose runs differ in what
+    # they ask (a leader, a long history, changes, panels).
+    counts, sql_seconds = [], 0.0
+    for _ in range(min(QUERY_SAMPLE, args.requests) if args.random else 1):
+        with CaptureQueriesContext(connection) as ctx:
+            get()
+        counts.append(len(ctx.captured_queries))
+        sql_seconds += sum(float(q["time"]) for q in ctx.captured_queries)
+    queries = sum(counts) / len(counts)
+    sql_seconds /= len(counts)
 
     # Template rendering, timed by wrapping Template.render (nested renders counted once).
     render_seconds = 0.0
@@ -116,7 +125,10 @@ def main() -> None:
     shown = "a random run's page" if args.random else url
     print(f"{shown}, page cache off, {args.requests} {kind} requests, {connection.vendor}")
     print(f"  {per * 1000:.2f} ms a request, {len(first.content):,} bytes")
-    print(f"  {queries} queries, {sql_seconds * 1000:.2f} ms in SQL (as the driver timed them)")
+    print(
+        f"  {queries:.4g} queries{f' (mean of {len(counts)} pages)' if len(counts) > 1 else ''}, "
+        f"{sql_seconds * 1000:.2f} ms in SQL (as the driver timed them)"
+    )
     print(
         f"  template rendering {render_seconds / args.requests * 1000:.2f} ms "
         f"({render_seconds / total:.0%} of the request)"

@@ -25,6 +25,11 @@ class CellChangeQuerySet(models.QuerySet):
             cell_key=run.group.cell_key, provider_key=run.implementation.provider_key
         )
 
+    def with_previous_slug(self) -> CellChangeQuerySet:
+        """With `previous_slug`, the publication before each change as a run page names it,
+        without loading that publication (the page has the change's own from its points)."""
+        return self.annotate(previous_slug=F("previous__slug"))
+
     def reported(self) -> CellChangeQuerySet:
         """Steps only: what pages list as regressions and improvements and notices send."""
         return self.filter(kind="step")

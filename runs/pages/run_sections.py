@@ -117,7 +117,7 @@ def _judged(run: Run, points: list[dict], per_source: dict[int, int]) -> dict:
             "rerun": rerun}  # fmt: skip
 
 
-def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple[list, str]:
+def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple[list, str | None]:
     """The changes the rule found among the points and the cell's status (None: too short).
     The rule stores nothing for a source's cell of MIN_BASELINE publications or fewer
     (runs.changes.services): when every source of the points has no more runs than that in
@@ -127,10 +127,9 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
         return [], None
     key = {"source_ids": source_ids, "cell_key": run.group.cell_key,
            "provider_key": run.implementation.provider_key}  # fmt: skip
+    slugs = {p["publication_id"]: p["publication__slug"] for p in points}
     changes = list(
-        CellChange.objects.of_cell(**key)
-        .filter(publication_id__in={p["publication_id"] for p in points})
-        .select_related("publication", "previous")
+        CellChange.objects.of_cell(**key).filter(publication_id__in=slugs).with_previous_slug()
     )
     # The sizes of the groups these changes moved with; none for a cell whose changes moved
     # alone or that did not change (most of them), so no query. A change's `grouped` is that
@@ -138,6 +137,7 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
     changed_at = sorted({c.publication_id for c in changes if c.grouped})
     sizes = CellChange.objects.group_sizes(changed_at) if changed_at else {}
     for c in changes:
+        c.publication_slug = slugs[c.publication_id]  # the page names the points by slug
         c.together = sizes.get((c.publication_id, c.kind, c.direction))
     series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()
     return changes, series

@@ -63,28 +63,27 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
-    latest = list(Run.objects.public().with_workload().newest()[:10])
-    catalogue.attach(latest)
-    # The catalogue with its counts reads the run data only (a scan of every current run): it
-    # is kept rendered under the data version, so only an ingest or an evidence change
-    # recomputes it.
+    # Everything below the page's shell reads the run data only, so it is kept rendered under
+    # the data version: only an ingest or an evidence change recomputes it.
     return render(
         request,
         "runs/home.html",
-        {
-            "parts": kept("home-parts", [DATA], _home_parts),
-            "latest": latest,
-            "canonical": _canonical(request),
-        },
+        {"parts": kept("home-parts", [DATA], _home_parts), "canonical": _canonical(request)},
     )
 
 
 def _home_parts() -> dict[str, str]:
-    """The totals and the catalogue with its counts, rendered: they read the run data only."""
-    context = {"catalogue": _home_catalogue()}
+    """The totals, the catalogue with its counts and the newest runs, rendered."""
+    latest = list(Run.objects.public().with_workload().newest()[:10])
+    catalogue.attach(latest)
+    context = {"catalogue": _home_catalogue(), "runs": latest}
     return {
-        name: mark_safe(render_to_string(f"runs/_home_{name}.html", context))
-        for name in ("totals", "catalogue")
+        name: mark_safe(render_to_string(template, context))
+        for name, template in (
+            ("totals", "runs/_home_totals.html"),
+            ("catalogue", "runs/_home_catalogue.html"),
+            ("latest", "runs/_run_table.html"),
+        )
     }
 
 

@@ -177,6 +177,9 @@ def capture_environment(device_type: str) -> dict[str, Any]:
             gpuCount=torch.cuda.device_count(),
             cudnn=torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
             allowTF32Matmul=bool(torch.backends.cuda.matmul.allow_tf32),
+            # On by default in PyTorch, unlike matmuls': an fp32 convolution (the multi-token
+            # attention lines) then computes in TF32, which the fp32 check bound can tell.
+            allowTF32Cudnn=bool(torch.backends.cudnn.allow_tf32),
         )
         l2 = getattr(props, "L2_cache_size", None)
         if l2:

@@ -246,6 +246,22 @@ class LedgerQuerySet(AppendOnlyQuerySet):
             )
         return list(entries[: size + 1])
 
+    def newest_of(self, source, size: int) -> list[dict]:
+        """The source's newest `size` entries as a source page's table shows them: plain rows
+        (no entry, publication or rewritten entry instances)."""
+        rows = self.filter(source=source).values(
+            "imported_at",
+            "location",
+            "upstream_commit",
+            "sha256",
+            "rows",
+            "created",
+            "revised",
+            "unchanged",
+            publication_slug=models.F("publication__slug"),
+        )
+        return list(rows[:size])
+
     def last_per_source(self) -> dict[int, object]:
         """{source id: time of its newest entry}: the home page's "last import"."""
         rows = self.order_by().values_list("source").annotate(last=models.Max("imported_at"))

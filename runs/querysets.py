@@ -124,6 +124,22 @@ class RunQuerySet(models.QuerySet):
             return None, False
         return row[0], bool(row[1])
 
+    def ranking_rows(self) -> list[dict]:
+        """The runs as a group page's table and chart show them: plain rows with their
+        implementation's and project's names (one query, no run instances, no catalogue)."""
+        return list(
+            self.values(
+                "public_id",
+                "rank",
+                "median",
+                "p20",
+                "p80",
+                "unit",
+                implementation_name=models.F("implementation__display_name"),
+                project_name=models.F("implementation__project__name"),
+            )
+        )
+
     def for_listing(self) -> RunQuerySet:
         """Runs as tables and charts show them: with the workload (for its parameters), without
         the JSON that only a run's own page reads. Decoding each row's spec, labels and
@@ -294,3 +310,8 @@ class PublicationQuerySet(models.QuerySet):
 class BenchmarkQuerySet(models.QuerySet):
     def by_title(self, ids) -> BenchmarkQuerySet:
         return self.filter(pk__in=ids).order_by("title")
+
+    def titles_of(self, ids) -> list[tuple[int, str, str]]:
+        """(id, slug, title) of these benchmarks, by title: a GPU page lists a few hundred, and
+        a link needs only these two fields, not a model instance each."""
+        return list(self.by_title(ids).values_list("id", "slug", "title"))

@@ -9,6 +9,8 @@ import json
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
@@ -270,3 +272,21 @@ def test_listed_runs_are_the_serializer_s_representation(client, settings):
     cold = client.get("/api/v1/runs/?page_size=20").json()["results"]
     warm = client.get("/api/v1/runs/?page_size=20").json()["results"]
     assert cold == warm == json.loads(JSONRenderer().render(expected))
+
+
+@pytest.mark.django_db
+def test_a_run_detail_is_kept_under_the_data_version(client, settings):
+    """The detail reads the run data only: asked again it is one query (its versions), and a
+    write to the run data shows at once. An unknown id is a 404 with its message, not kept."""
+    settings.PAGE_CACHE_SECONDS = 0
+    run = RunFactory()
+    url = f"/api/v1/runs/{run.public_id}/"
+    assert client.get(url).json()["evidence"] == "reported"
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url).status_code == 200
+    assert len(ctx) == 1
+    Run.objects.filter(pk=run.pk).update(evidence="checked")
+    assert client.get(url).json()["evidence"] == "checked"
+    for _ in range(2):
+        missing = client.get("/api/v1/runs/zzzzzzzz/")
+        assert missing.status_code == 404 and missing.json()["detail"]

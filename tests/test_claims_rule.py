@@ -69,3 +69,14 @@ def test_host_bound_side_uses_the_device_time():
 def test_memory_compares_the_peaks():
     out = judge(side(100, 101), side(200, 150), metric="memory", ceiling=0.5)
     assert out.basis == "peak memory" and out.verdict == "overstated"
+
+
+def test_the_why_shows_a_near_tie_with_a_third_decimal():
+    """A published 1.002x that the rerun reverses must not read "1.00x ... reversed"."""
+    out = judge(side(500, 530, tol=0.01), side(501, 500, tol=0.01), metric="memory", ceiling=0.5)
+    assert isinstance(out, Judged) and out.verdict == "reversed"
+    assert out.why.startswith(
+        "published 1.002x less memory; rerun in one process: 0.94x by peak memory"
+    )
+    wide = judge(side(394, 389), side(687, 211), metric="latency", ceiling=0.5)
+    assert "published 1.74x faster" in wide.why and "0.54x" in wide.why

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.apps import apps
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from attestations import services as community
 from reruns.models import JobState, RerunJob
@@ -201,8 +202,6 @@ def test_kept_values_follow_their_versions():
 def test_the_first_home_page_after_a_job_claim_counts_nothing_again(client, settings):
     """The home page's counts read the run data only: a write about one run leaves them kept,
     so the next reader of the home page (page cache off) scans no runs."""
-    from django.test.utils import CaptureQueriesContext
-
     settings.PAGE_CACHE_SECONDS = 0
     job = job_for(RunFactory())
     client.get("/")
@@ -215,3 +214,18 @@ def test_the_first_home_page_after_a_job_claim_counts_nothing_again(client, sett
         client.get("/")
     sql = [q["sql"] for q in ctx.captured_queries]
     assert not [q for q in sql if "COUNT(" in q] and [q for q in sql if "runs_tally" in q]
+
+
+def test_a_home_page_after_a_job_claim_reads_only_its_versions(client, settings):
+    """Everything on the home page reads the run data: after a write about one run the next
+    reader (page cache off) is answered with one query, and the newest runs still move with
+    an ingest."""
+    settings.PAGE_CACHE_SECONDS = 0
+    job = job_for(RunFactory())
+    client.get("/")
+    rerun_claim(job_pk=job.pk)
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/").status_code == 200
+    assert [q["sql"] for q in ctx.captured_queries if "runs_version" not in q["sql"]] == []
+    newest = RunFactory()
+    assert f"/runs/{newest.public_id}/" in client.get("/").content.decode()

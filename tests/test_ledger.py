@@ -64,7 +64,7 @@ def test_admin_shows_but_never_edits(entry, client):
 
 
 def test_ledger_page_per_source(entry, client, django_assert_max_num_queries):
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(3):
         page = client.get("/sources/kernelbench/ledger/")
     text = page.content.decode()
     assert page.status_code == 200

@@ -94,7 +94,7 @@ def test_the_ledger_pages_newest_first_with_the_same_queries_on_every_page(
     url = "/sources/liger-kernel-bench/ledger/"
     seen, pages = [], 0
     while url:
-        with django_assert_max_num_queries(4):
+        with django_assert_max_num_queries(3):
             response = client.get(url)
         text = text_of(response)
         numbers = [int(n) for n in re.findall(r"fetch (\d{3}) failed", text)]

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# The page views, the feeds and every app's run-page panels.
+# The page views and the parts they keep, the feeds and every app's run-page panels.
 MODULES = [
     "runs/pages/views.py",
+    "runs/pages/data_parts.py",
     "runs/pages/feeds.py",
     "runs/pages/change_feeds.py",
     "reruns/panels.py",

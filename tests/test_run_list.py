@@ -240,3 +240,25 @@ def test_filter_form_marks_exactly_the_chosen_options(client, mixed):
     assert "<script>alert" not in client.get(f"/runs/?{query}").content.decode()
     # An unknown value marks nothing; a benchmark's slug given as a GPU marks no GPU.
     assert selected(query)["benchmark"] == selected(query)["gpu"] == []
+
+
+def test_a_filter_by_name_is_resolved_once_per_data_change(client, settings, db):
+    """The ids a slug names are kept under the run data's version: browse asked again with the
+    same filters reads its versions and its page only. A slug that names nothing is looked up
+    every time (not kept), and one created later is found at once."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.PAGE_CACHE_SECONDS = 0
+    run = RunFactory()
+    url = f"/runs/?benchmark={run.benchmark.slug}&gpu={run.environment.gpu.slug}"
+    client.get(url)
+    with CaptureQueriesContext(connection) as ctx:
+        assert run.public_id in client.get(url).content.decode()
+    assert len(ctx) == 2  # the versions and the page's runs (the count is kept as well)
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as ctx:
+            client.get("/runs/?benchmark=not-yet")
+        assert [q for q in ctx.captured_queries if "runs_benchmark" in q["sql"]]
+    later = RunFactory(benchmark=BenchmarkFactory(slug="not-yet"))
+    assert later.public_id in client.get("/runs/?benchmark=not-yet").content.decode()

@@ -11,7 +11,7 @@ from urllib import parse
 
 from django.conf import settings
 from django.db.models import Count, Prefetch, Q
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_safe
@@ -29,7 +29,7 @@ from runs.api import serializers as s
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
 from runs.read import catalogue, exports
 from runs.read.filters import ORDERINGS, RunFilter
-from runs.read.freshness import DATA, kept_many
+from runs.read.freshness import DATA, kept, kept_many
 from runs.read.page_cache import public_page
 
 CONTROL_PARAMS = {"format"}
@@ -182,6 +182,21 @@ class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView
 
     def get_queryset(self):
         return _runs()
+
+    def retrieve(self, request, *args, **kwargs):
+        # The representation reads the run data only: kept under its version. A miss (404)
+        # is not kept, since a client can ask for any number of ids that do not exist.
+        public_id = self.kwargs["public_id"]
+        shown = kept(f"api-run-detail:{public_id}", [DATA], self._represent, keep=bool)
+        if not shown:
+            self.get_object()  # raises the 404 with its message
+        return Response(shown)
+
+    def _represent(self) -> dict | None:
+        try:
+            return dict(self.get_serializer(self.get_object()).data)
+        except Http404:
+            return None
 
 
 @method_decorator(public_page, name="dispatch")

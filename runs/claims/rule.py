@@ -59,6 +59,13 @@ class Refused:
     why: str
 
 
+def _times(ratio: float) -> str:
+    """1.74x; a near tie keeps a third decimal, so that 1.002x against 0.94x reads as what it
+    is rather than as "1.00x" reversed."""
+    text = f"{ratio:.2f}"
+    return f"{ratio:.3f}x" if text == "1.00" else f"{text}x"
+
+
 def _figures(a: Side, b: Side, metric: str) -> tuple[float, float, str] | None:
     if metric == "memory":
         if a.do_bench and b.do_bench:
@@ -106,7 +113,7 @@ def judge(better: Side, other: Side, *, metric: str, ceiling: float) -> Judged |
         verdict = UNDERSTATED
     word = "less memory" if metric == "memory" else "faster"
     why = (
-        f"published {published:.2f}x {word}; rerun in one process: {controlled:.2f}x by "
+        f"published {_times(published)} {word}; rerun in one process: {_times(controlled)} by "
         f"{basis} ({verdict}, combined tolerance {t:.0%})"
     )
     return Judged(verdict, published, controlled, t, basis, why)

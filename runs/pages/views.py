@@ -30,11 +30,10 @@ from runs.models import (
     Source,
     Tally,
 )
-from runs.pages import charts, run_sections
+from runs.pages import charts, data_parts, run_sections
 from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
 from runs.pages.compare import comparability, spec_diff
 from runs.pages.home import benchmark_groups
-from runs.pages.ledger import ledger_lines, upstream_file
 from runs.read import catalogue, freshness
 from runs.read.browse import BadQuery, browse
 from runs.read.filters import RunFilter
@@ -63,28 +62,27 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 @public_page
 def home(request: HttpRequest) -> HttpResponse:
-    latest = list(Run.objects.public().with_workload().newest()[:10])
-    catalogue.attach(latest)
-    # The catalogue with its counts reads the run data only (a scan of every current run): it
-    # is kept rendered under the data version, so only an ingest or an evidence change
-    # recomputes it.
+    # Everything below the page's shell reads the run data only, so it is kept rendered under
+    # the data version: only an ingest or an evidence change recomputes it.
     return render(
         request,
         "runs/home.html",
-        {
-            "parts": kept("home-parts", [DATA], _home_parts),
-            "latest": latest,
-            "canonical": _canonical(request),
-        },
+        {"parts": kept("home-parts", [DATA], _home_parts), "canonical": _canonical(request)},
     )
 
 
 def _home_parts() -> dict[str, str]:
-    """The totals and the catalogue with its counts, rendered: they read the run data only."""
-    context = {"catalogue": _home_catalogue()}
+    """The totals, the catalogue with its counts and the newest runs, rendered."""
+    latest = list(Run.objects.public().with_workload().newest()[:10])
+    catalogue.attach(latest)
+    context = {"catalogue": _home_catalogue(), "runs": latest}
     return {
-        name: mark_safe(render_to_string(f"runs/_home_{name}.html", context))
-        for name in ("totals", "catalogue")
+        name: mark_safe(render_to_string(template, context))
+        for name, template in (
+            ("totals", "runs/_home_totals.html"),
+            ("catalogue", "runs/_home_catalogue.html"),
+            ("latest", "runs/_run_table.html"),
+        )
     }
 
 
@@ -307,26 +305,26 @@ def _mark_host_dominated(runs: list[Run]) -> None:
 @require_safe
 @public_page
 def group_detail(request: HttpRequest, key: str) -> HttpResponse:
-    group = ComparisonGroup.objects.with_related().by_key_prefix_or_404(key)
-    runs = list(Run.objects.public().in_groups([group]).ranked())
-    catalogue.attach(runs)
-    values = [r.median for r in runs]
-    unit = runs[0].unit if runs else "ns"
-    factor, unit_name = charts.unit_scale(unit, values)
+    group = ComparisonGroup.objects.by_key_prefix_or_404(key)
+    # Its heading, ranking and claims read the run data only: rendered once per data change
+    # (the group alone is read per request, not the five rows its heading names). The chart
+    # is drawn per request, as it marks the bar of the run the reader came from.
+    parts = kept(f"group-parts:{group.pk}", [DATA], lambda: data_parts.group_page(group))
+    unit = parts["unit"]
+    factor, unit_name = charts.unit_scale(unit, [median for _, median, _ in parts["bars"]])
     focus = request.GET.get("run", "")
     bar_svg = charts.bar_chart(
         chart_id="group",
         title=f"Median {group.metric} by implementation, rank order",
-        bars=[(f"#{r.rank} {r.implementation.display_name}", r.median, r.public_id == focus)
-              for r in runs],
+        bars=[(label, median, run == focus) for label, median, run in parts["bars"]],
         value_label="Median latency" if unit == "ns" else "Median peak memory",
         y_scale=factor,
         y_unit=unit_name,
-    )  # fmt: skip
+    )
     return render(
         request,
         "runs/group_detail.html",
-        {"group": group, "runs": runs, "bar_svg": bar_svg, "canonical": _canonical(request)},
+        {"group": group, "parts": parts, "bar_svg": bar_svg, "canonical": _canonical(request)},
     )
 
 
@@ -366,15 +364,22 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     raw = request.GET.get("before", "")
     if raw and not (raw.isdigit() and len(raw) < 19):
         raise Http404("A ledger page starts before an entry, named by its number.")
-    entries = ImportRecord.objects.page_of(source, int(raw) if raw else None, LEDGER_PAGE)
-    older = entries[LEDGER_PAGE - 1].pk if len(entries) > LEDGER_PAGE else None
+    before = int(raw) if raw else None
+    # Its rows read the run data only: rendered once per data change. Only pages with entries
+    # are kept, so a client naming entries that do not exist adds no keys.
+    page = kept(
+        f"ledger-page:{source.pk}:{before}",
+        [DATA],
+        lambda: data_parts.ledger_page(source, before, LEDGER_PAGE),
+        keep=lambda page: page["lines"] > 0,
+    )
     return render(
         request,
         "runs/source_ledger.html",
         {
             "source": source,
-            "lines": ledger_lines(source.slug, entries[:LEDGER_PAGE]),
-            "older": older,
+            "page": page,
+            "older": page["older"],
             "paged": bool(raw),
             "canonical": _canonical(request),
         },
@@ -391,25 +396,17 @@ SOURCE_IMPORTS_SHOWN = 20
 @public_page
 def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    imports = list(ImportRecord.objects.of_source(source)[:SOURCE_IMPORTS_SHOWN])
-    for record in imports:
-        record.file_name, record.file_url = upstream_file(
-            source.slug, record.location, record.upstream_commit
-        )
-    # Over every revision of the source's runs: kept under the run data's version.
-    stats = kept(f"source-stats:{source.pk}", [DATA], lambda: Run.objects.count_of_source(source))
-    revisions = Run.objects.revisions_of(source)[:50]
+    # Its counts (over every revision of its runs), newest imports and revisions read the run
+    # data only: counted and rendered once per data change.
+    summary = kept(
+        f"source-summary:{source.pk}",
+        [DATA],
+        lambda: data_parts.source_summary(source, SOURCE_IMPORTS_SHOWN),
+    )
     return render(
         request,
         "runs/source_detail.html",
-        {
-            "source": source,
-            "imports": imports,
-            "stats": stats,
-            "revisions": revisions,
-            "publications": Publication.objects.of_source(source).count(),
-            "canonical": _canonical(request),
-        },
+        {"source": source, "summary": summary, "canonical": _canonical(request)},
     )
 
 
@@ -417,14 +414,11 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @public_page
 def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
-    # The current runs of the GPU per benchmark, from the tallies the write side keeps (a few
-    # rows, so the first reader after an ingest counts no run), kept under the data version.
-    per_benchmark = kept(
-        f"gpu-benchmarks:{gpu.pk}", [DATA], lambda: Tally.objects.per_benchmark_on(gpu)
+    # The benchmarks run on it with their current runs (a few hundred list items) read the
+    # run data only: rendered once per data change.
+    benchmarks = kept(
+        f"gpu-benchmark-list:{gpu.pk}", [DATA], lambda: data_parts.gpu_benchmarks(gpu)
     )
-    benchmarks = list(Benchmark.objects.by_title(per_benchmark))
-    for benchmark in benchmarks:
-        benchmark.n = per_benchmark[benchmark.pk]
     return render(
         request,
         "runs/gpu_detail.html",

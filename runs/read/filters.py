@@ -43,10 +43,13 @@ ORDERINGS = {
 }
 
 
-def _catalogue_ids(rows) -> list[int]:
+def _catalogue_ids(name: str, value: str, rows) -> list[int]:
     """Ids of the catalogue rows a filter names (a slug, a provider key): a small indexed query
-    of their own, so the run query gets them as a literal list."""
-    return _ids(rows)
+    of their own, so the run query gets them as a literal list; kept under the run data's
+    version, which every catalogue write moves. A name that matches nothing is not kept: a
+    client can send any number of those."""
+    key = f"ids:{name}:" + hashlib.sha256(value.encode()).hexdigest()
+    return kept(key, [DATA], lambda: _ids(rows), keep=bool)
 
 
 def _ids(rows) -> list[int]:
@@ -143,24 +146,24 @@ class RunFilter(django_filters.FilterSet):
         return queryset.filter(search_condition(value))
 
     def by_benchmark(self, queryset, name, value):
-        ids = _catalogue_ids(Benchmark.objects.filter(slug=value))
+        ids = _catalogue_ids(name, value, Benchmark.objects.filter(slug=value))
         return queryset.filter(benchmark_id__in=ids)
 
     def by_implementation(self, queryset, name, value):
-        ids = _catalogue_ids(Implementation.objects.filter(provider_key=value))
+        ids = _catalogue_ids(name, value, Implementation.objects.filter(provider_key=value))
         return queryset.filter(implementation_id__in=ids)
 
     def by_gpu(self, queryset, name, value):
-        ids = _catalogue_ids(Environment.objects.filter(gpu__slug=value))
+        ids = _catalogue_ids(name, value, Environment.objects.filter(gpu__slug=value))
         return queryset.filter(environment_id__in=ids)
 
     def by_dtype(self, queryset, name, value):
         # Workloads are hundreds, and more with every new shape: their ids per data type are
         # kept under the run data's version.
         key = "dtype:" + hashlib.sha256(value.encode()).hexdigest()
-        ids = kept(key, [DATA], lambda: _ids(Workload.objects.filter(dtype=value)))
+        ids = kept(key, [DATA], lambda: _ids(Workload.objects.filter(dtype=value)), keep=bool)
         return queryset.filter(workload_id__in=ids)
 
     def by_source(self, queryset, name, value):
-        ids = _catalogue_ids(Source.objects.filter(slug=value))
+        ids = _catalogue_ids(name, value, Source.objects.filter(slug=value))
         return queryset.filter(source_id__in=ids)

@@ -93,6 +93,8 @@ def _fetch(keys: list[str]) -> dict:
 
 
 def _point(runs: list[Run], found: dict[str, dict]) -> None:
+    """Set each run's relations to its rows in `found`; its source is its publication's, asked
+    for only where the two differ."""
     others = {run.source_id for run in runs} - {p.source_id for p in found["publication"].values()}
     sources = Source.objects.in_bulk(others) if others else {}
     for run in runs:

@@ -19,6 +19,12 @@ class CellChangeQuerySet(models.QuerySet):
     def of_benchmark(self, benchmark) -> CellChangeQuerySet:
         return self.filter(benchmark=benchmark)
 
+    def narrowed_to(self, *, source=None, gpu=None, timed_pass=None, metric=None):
+        """Those of a source, GPU, pass and metric (slugs and values; each None: any)."""
+        named = {"source__slug": source, "run__environment__gpu__slug": gpu,
+                 "run__timed_pass": timed_pass, "run__metric": metric}  # fmt: skip
+        return self.filter(**{k: v for k, v in named.items() if v})
+
     def of_run_cell(self, run) -> CellChangeQuerySet:
         """The changes of the run's cell and provider, in every source (a cell feed's)."""
         return self.filter(

@@ -15,6 +15,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
 from kernelindex.origin import absolute
+from runs.changes.models import CellChange
 from runs.extensions import run_extensions
 from runs.manifest import citation
 from runs.manifest.canonical import run_manifest
@@ -284,9 +285,31 @@ def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
         context["view"] = view = benchmark_view(panels, params)
     except BadChoice as exc:
         context["error"] = str(exc)
-        return 400, render_to_string("runs/_benchmark_body.html", context)
-    _mark_host_dominated([r for _, cells in view.rows for r, _ in cells if r is not None])
-    return 200, render_to_string("runs/_benchmark_body.html", context)
+        status = 400
+    else:
+        _mark_host_dominated([r for _, cells in view.rows for r, _ in cells if r is not None])
+        status = 200
+    body = render_to_string("runs/_benchmark_body.html", context)
+    return status, mark_safe(f"{body}\n{_benchmark_changes(benchmark, params)}")
+
+
+CHANGES_SHOWN = 20
+
+
+def _benchmark_changes(benchmark: Benchmark, params) -> str:
+    """The benchmark's detected steps, narrowed to the source, GPU, pass and metric the page
+    shows when its query names them (all of them choices the body is kept by); ungrouped
+    regressions first. Two queries whatever the data."""
+    narrowed = {"source": params.get("source"), "gpu": params.get("gpu"),
+                "timed_pass": params.get("pass"), "metric": params.get("metric")}  # fmt: skip
+    changes = CellChange.objects.reported().of_benchmark(benchmark).narrowed_to(**narrowed)
+    context = {
+        "benchmark": benchmark,
+        "changes": list(changes.with_related().regressions_first()[:CHANGES_SHOWN]),
+        "total": changes.count(),
+        "narrowed": any(narrowed.values()),
+    }
+    return render_to_string("runs/_benchmark_changes.html", context)
 
 
 def _publication_order(publication: Publication) -> tuple:

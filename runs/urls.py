@@ -2,7 +2,7 @@ from django.urls import path
 
 from runs.pages import changes_views, views
 from runs.pages.change_feeds import BenchmarkChangesFeed, CellChangesFeed, SourceChangesFeed
-from runs.pages.feeds import LatestRunsFeed
+from runs.pages.feeds import latest_runs
 from runs.read.page_cache import public_page
 
 app_name = "runs"
@@ -23,7 +23,7 @@ urlpatterns = [
     path("sources/<slug:slug>/ledger/", views.source_ledger, name="source-ledger"),
     path("sources/<slug:slug>/changes/", changes_views.source_changes, name="source-changes"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
-    path("feeds/runs.atom", public_page(LatestRunsFeed()), name="feed"),
+    path("feeds/runs.atom", public_page(latest_runs), name="feed"),
     path(
         "feeds/sources/<slug:slug>/changes.atom",
         public_page(SourceChangesFeed()),

@@ -229,3 +229,17 @@ def test_a_home_page_after_a_job_claim_reads_only_its_versions(client, settings)
     assert [q["sql"] for q in ctx.captured_queries if "runs_version" not in q["sql"]] == []
     newest = RunFactory()
     assert f"/runs/{newest.public_id}/" in client.get("/").content.decode()
+
+
+def test_the_feed_is_kept_under_the_data_version(client, settings):
+    """The Atom feed reads the run data only: asked again it is one query (its versions), and
+    a new run is in the next one."""
+    settings.PAGE_CACHE_SECONDS = 0
+    RunFactory()
+    first = client.get("/feeds/runs.atom")
+    assert first["Content-Type"].startswith("application/atom+xml")
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/feeds/runs.atom").content == first.content
+    assert len(ctx) == 1
+    newest = RunFactory()
+    assert f"/runs/{newest.public_id}/".encode() in client.get("/feeds/runs.atom").content

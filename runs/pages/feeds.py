@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from django.contrib.syndication.views import Feed
+from django.http import HttpRequest, HttpResponse
 from django.utils.feedgenerator import Atom1Feed
 
 from kernelindex.origin import absolute
 from runs.models import Run
 from runs.pages.units import scale
 from runs.read import catalogue
+from runs.read.freshness import DATA, kept
 
 
 class LatestRunsFeed(Feed):
@@ -57,3 +59,16 @@ class LatestRunsFeed(Feed):
 
     def item_author_name(self, item: Run) -> str:
         return item.source.name
+
+
+def latest_runs(request: HttpRequest) -> HttpResponse:
+    """The feed reads the run data only and is the same for every reader (its links are from
+    the site's one origin): the document is kept under the data version, so a reader after
+    the first pays a lookup, not fifty items through the feed generator."""
+    content, content_type = kept("feed:latest-runs", [DATA], lambda: _document(request))
+    return HttpResponse(content, content_type=content_type)
+
+
+def _document(request: HttpRequest) -> tuple[bytes, str]:
+    response = LatestRunsFeed()(request)
+    return response.content, response["Content-Type"]

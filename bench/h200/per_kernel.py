@@ -1,6 +1,6 @@
 """Per kernel, over every H200 row of one upstream CI commit: rows, rows with a verdict,
-reproduced / not reproduced / checked, the device-bound share of the latency results, and the
-batches' throughput (jobs per device-minute, seconds per phase), from the signed results.
+reproduced / not reproduced / checked / incorrect, the device-bound share of the latency
+results, and the batches' throughput (jobs per device-minute, seconds per phase), from the signed results.
 
     DATABASE_URL=... .venv/bin/python bench/h200/summarize.py --kernels [--commit 02bac05]
 
@@ -85,27 +85,27 @@ def table(commit: str) -> None:
 
     print(f"H200 rows of upstream CI commit {commit}, per kernel")
     print(
-        "| kernel | rows | with a verdict | reproduced | not reproduced | checked | "
+        "| kernel | rows | with a verdict | reproduced | not reproduced | checked | incorrect | "
         "device-bound share | jobs per device-minute | median s per phase |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     total = Counter()
     for slug in sorted(by_kernel):
         c = by_kernel[slug]
         verdict = c["rows"] - c["reported"]
         total.update(rows=c["rows"], verdict=verdict, r=c["reproduced"], nr=c["not-reproduced"])
-        total.update(checked=c["checked"])
+        total.update(checked=c["checked"], incorrect=c["incorrect"])
         k = kinds[slug]
         share = f"{k['device-bound'] / sum(k.values()):.0%} of {sum(k.values())}" if k else "–"
         rate = f"{job_count[slug] / job_seconds[slug] * 60:.1f}" if job_seconds[slug] else "–"
         ph = ", ".join(f"{n} {v:.2f}" for n, v in per_phase.get(slug, {}).items() if v >= 0.01)
         print(
             f"| {slug} | {c['rows']} | {verdict} | {c['reproduced']} | {c['not-reproduced']} "
-            f"| {c['checked']} | {share} | {rate} | {ph or '–'} |"
+            f"| {c['checked']} | {c['incorrect']} | {share} | {rate} | {ph or '–'} |"
         )
     print(
         f"| all | {total['rows']} | {total['verdict']} | {total['r']} | {total['nr']} "
-        f"| {total['checked']} | | | |"
+        f"| {total['checked']} | {total['incorrect']} | | | |"
     )
     print()
     print("runner processes (jobs per device-minute = jobs / first start to last finish)")

@@ -279,7 +279,9 @@ def _refuse_for(job: dict[str, Any], refused: dict[str, str]) -> None:
 
     by = refused.get(_capture_key(job))
     diagnose.refuse_capture(
-        None if by is None else f"a capture of this kernel and pass failed part-way in {by}, "
+        None
+        if by is None
+        else f"a capture of this kernel and pass failed part-way in {by}, "
         "an earlier process of this batch, and tainted it: profiled instead"
     )
 

@@ -449,13 +449,10 @@ def cold_device_time(
 
 def nvml_state(index: int = 0) -> dict[str, Any] | None:
     """Clocks, temperature and clock-event (throttle) reasons from NVML; None without it."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
+    from .nvml import started
+
+    pynvml = started()
+    if pynvml is None:
         return None
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -483,8 +480,3 @@ def nvml_state(index: int = 0) -> dict[str, Any] | None:
         return state
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass

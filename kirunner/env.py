@@ -71,11 +71,10 @@ def _nvidia_smi(index: int) -> dict[str, str] | None:
 def _nvml_clocks(index: int) -> dict[str, Any] | None:
     """gpu_clocks through NVML: microseconds, where nvidia-smi costs a process start (about a
     quarter of a second a call on the lent H200, twice per latency job)."""
-    try:
-        import pynvml
+    from .nvml import started
 
-        pynvml.nvmlInit()
-    except Exception:
+    pynvml = started()
+    if pynvml is None:
         return None
     try:
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -87,11 +86,6 @@ def _nvml_clocks(index: int) -> dict[str, Any] | None:
         }
     except Exception:
         return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def gpu_clocks(index: int = 0) -> dict[str, Any] | None:

@@ -27,6 +27,8 @@ import threading
 import time
 from typing import Any
 
+from .nvml import started
+
 __all__ = ["POWER_CAP_BIT", "POWER_CAPPED_SHARE", "Sampler", "power_capped", "summarize"]
 
 POWER_CAP_BIT = 0x4
@@ -44,16 +46,6 @@ REASONS = {
 POWER_CAPPED_SHARE = 0.25
 # At most this many raw samples are kept in the result (evenly thinned); the summary uses all.
 KEEP_SAMPLES = 120
-
-
-def _nvml() -> Any | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    return pynvml
 
 
 class Sampler:
@@ -74,7 +66,7 @@ class Sampler:
 
     def __enter__(self) -> Sampler:
         self._t0 = time.perf_counter()
-        nvml = _nvml()
+        nvml = started()
         if nvml is not None:
             self.source = "NVML (nvidia-ml-py)"
             self._thread = threading.Thread(target=self._nvml_loop, args=(nvml,), daemon=True)
@@ -120,11 +112,6 @@ class Sampler:
                     break
         except Exception as exc:  # a sampler must never cost the measurement
             self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            try:
-                nvml.nvmlShutdown()
-            except Exception:
-                pass
 
     def _smi_loop(self) -> None:
         fields = "clocks.sm,power.draw,clocks_event_reasons.active,power.limit,clocks.max.sm"

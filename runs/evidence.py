@@ -20,7 +20,9 @@ The rule, given a verified controlled result for a run (docs/evidence.md has the
 5. Same product, latency, by how the runner classified its own `do_bench` figure
    (kirunner.diagnose.classify, recomputed here from the recorded numbers):
    - device-bound: `do_bench` median against the published median, within the cell's
-     tolerance: `reproduced`, else `not-reproduced`; a cell whose upstream spread exceeds
+     tolerance: `reproduced`, else `not-reproduced`; where other runner processes timed the
+     same run device-bound, their median is judged, not the last process's figure (processes
+     further apart than device-time repeats may spread: `checked`); a cell whose upstream spread exceeds
      TOLERANCE_CEILING can be neither confirmed nor refuted: `checked`;
    - host-bound (or unexplained): the `do_bench` figure timed our host, so it proves nothing
      about the published one. A published median faster than the GPU's cold device time by
@@ -32,7 +34,9 @@ The rule, given a verified controlled result for a run (docs/evidence.md has the
    do_bench figure of fewer than a handful of samples needs independent processes to agree,
    or rests on the device time, else `checked` (runs/evidence_samples.py).
 A `checked` outcome does not overwrite `reproduced` or `not-reproduced`: those already say the
-implementation was re-run and checked, and a correctness check says nothing about speed.
+implementation was re-run and checked, and a correctness check says nothing about speed. The
+exception is a `checked` because independent processes now disagree about the timing
+(`Outcome.unsettles`): the earlier verdict rested on one of them.
 
 Beside the level, a same-product latency result whose cold device time is a small fraction of
 the published median records `hostDominatedFactor`: the page says the source's benchmark host
@@ -42,6 +46,7 @@ dominated the published figure. It labels the run; it never edits the published 
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -78,6 +83,9 @@ class Outcome:
 
     level: str
     facts: dict = field(default_factory=dict)
+    # A `checked` that unsettles an earlier timing verdict: independent processes of the
+    # runner now disagree about the run, so what one of them said no longer stands.
+    unsettles: bool = False
 
 
 class NoVerdict(Exception):
@@ -289,13 +297,72 @@ def _verdict(
     samples = [s for s in measurement.get("samples") or [] if _number(s)]
     if run.metric == "latency" and len(samples) < evidence_samples.FEW_SAMPLES:
         return _few_samples(run, measured, tolerance, len(samples), cls, measurement, facts)
+    spread = ""
+    if run.metric == "latency":
+        deviation, spread = _across_processes(run, measured, tolerance.value, facts)
+    off = _percent_apart(deviation, tolerance.value)
+    if spread == "disagree":
+        facts["why"] = (
+            f"independent processes disagree: {_figures(facts)}, "
+            f"{facts['processesSpread']:.0%} apart, more than the "
+            f"{diagnose.REPEAT_SPREAD_LIMIT:.0%} a repeated figure may spread, so the timing "
+            "is neither confirmed nor refuted"
+        )
+        return Outcome(Evidence.CHECKED, facts, unsettles=True)
     if deviation <= tolerance.value:
-        facts["why"] = f"within {tolerance.value:.0%} of the published median ({deviation:.1%} off)"
+        facts["why"] = f"within {tolerance.value:.0%} of the published median ({off} off){spread}"
         return Outcome(Evidence.REPRODUCED, facts)
     facts["why"] = (
-        f"{deviation:.1%} off the published median, outside the {tolerance.value:.0%} tolerance"
+        f"{off} off the published median, outside the {tolerance.value:.0%} tolerance{spread}"
     )
     return Outcome(Evidence.NOT_REPRODUCED, facts)
+
+
+def _across_processes(
+    run: Run, measured: float, tolerance: float, facts: dict
+) -> tuple[float, str]:
+    """A device-bound figure that several independent runner processes timed: the verdict is
+    judged on their median, so a cell near its tolerance does not flip with whichever process
+    was recorded last; where they spread more than repeats of one figure may (the device-time
+    repeats' limit), no verdict stands. Returns the deviation judged and the clause that says
+    so: "" for one process, "disagree" for processes too far apart."""
+    others = evidence_samples.other_processes(
+        run, facts.get("process"), run.metric, device_bound=True
+    )
+    if not others:
+        return facts["deviation"], ""
+    figures = [measured, *others]
+    judged = statistics.median(figures)
+    deviation = abs(judged - run.median) / run.median
+    inside = sum(abs(f - run.median) / run.median <= tolerance for f in figures)
+    facts.update(
+        processes=len(figures),
+        processFigures=figures,
+        processesWithin=inside,
+        processesSpread=round((max(figures) - min(figures)) / judged, 6),
+        judged=judged,
+        deviation=round(deviation, 6),
+    )
+    if facts["processesSpread"] > diagnose.REPEAT_SPREAD_LIMIT:
+        return deviation, "disagree"
+    clause = f"; the median of {len(figures)} independent processes ({_figures(facts)})"
+    if 0 < inside < len(figures):
+        clause += f", {inside} of them within the tolerance on its own"
+    return deviation, clause
+
+
+def _figures(facts: dict) -> str:
+    return ", ".join(_us(f) for f in facts["processFigures"])
+
+
+def _percent_apart(deviation: float, tolerance: float) -> str:
+    """The deviation as a percentage with the decimals that tell it from the tolerance: 34.002 %
+    against 34 %, not "34.0 % off, outside the 34 % tolerance"."""
+    for digits in (1, 2, 3):
+        text = f"{deviation:.{digits}%}"
+        if text != f"{tolerance:.{digits}%}":
+            return text
+    return text
 
 
 def _not_device_bound(run: Run, cls: dict | None, tolerance: Tolerance, facts: dict) -> Outcome:
@@ -358,23 +425,26 @@ def _few_samples(
 ) -> Outcome:
     """A device-bound do_bench figure of fewer than FEW_SAMPLES samples (runs/evidence_samples)."""
     device = (measurement.get("diagnostics") or {}).get("device") or {}
+    others = evidence_samples.other_processes(run, facts.get("process"), run.metric)
     few = evidence_samples.judge(
         measured=measured,
         published=run.median,
         tolerance=tolerance.value,
         samples=samples,
-        others=evidence_samples.other_processes(run, facts.get("process"), run.metric),
+        others=others,
         device=cls["deviceMs"] * 1e6,
         device_consistent=diagnose.repeats_consistent(device),
     )
     facts.update(fewSamples=samples, fewSamplesBasis=few.basis, why=few.why)
-    return Outcome(few.level, facts)
+    # Processes that disagree unsettle a verdict one of them gave earlier.
+    return Outcome(few.level, facts, unsettles=few.level == Evidence.CHECKED and bool(others))
 
 
-def _next_level(current: str, outcome: str) -> str:
-    if outcome == Evidence.CHECKED and current in (Evidence.REPRODUCED, Evidence.NOT_REPRODUCED):
+def _next_level(current: str, outcome: Outcome) -> str:
+    settled = current in (Evidence.REPRODUCED, Evidence.NOT_REPRODUCED)
+    if outcome.level == Evidence.CHECKED and settled and not outcome.unsettles:
         return current
-    return outcome
+    return outcome.level
 
 
 def evidence_apply(
@@ -405,7 +475,7 @@ def evidence_apply(
         # Lock the row: two results for the same run recorded at once must not both read the
         # same `from` level.
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        new_level = _next_level(locked.evidence, outcome.level)
+        new_level = _next_level(locked.evidence, outcome)
         if new_level != locked.evidence:
             Run.objects.filter(pk=run.pk).update(evidence=new_level)
         event = EvidenceEvent.objects.create(

@@ -14,7 +14,9 @@ than FEW_SAMPLES samples, the verdict needs one of:
 3. otherwise `checked`, with the reason.
 
 `judge` is plain Python over numbers (tests/test_samples_rule.py drives it with a table);
-`other_processes` reads the earlier events of the run.
+`other_processes` reads the earlier events of the run. runs/evidence.py also weighs them for
+a figure of many samples: a device-bound verdict rests on the median of every independent
+process that timed the run, not on whichever process came last.
 """
 
 from __future__ import annotations
@@ -81,20 +83,30 @@ def judge(
     )
 
 
-def other_processes(run, process: str | None, metric: str) -> list[float]:
-    """The measured figures (run units) of earlier events of `run` from other processes."""
+def other_processes(run, process: str | None, metric: str, *, device_bound: bool = False):
+    """The measured figures (run units) of earlier events of `run` from other runner
+    processes on the run's own GPU product, the latest of each process; with `device_bound`,
+    only those the runner classified device-bound (the figures a timing verdict rests on)."""
     from runs.models import EvidenceEvent
 
-    rows = EvidenceEvent.objects.filter(run=run, controlled_run__isnull=False).values_list(
-        "facts", flat=True
+    rows = (
+        EvidenceEvent.objects.filter(run=run, controlled_run__isnull=False)
+        .order_by("pk")
+        .values_list("pk", "facts")
     )
-    out = []
-    for facts in rows:
+    latest: dict[str, float] = {}
+    for pk, facts in rows:
         if not isinstance(facts, dict) or facts.get("metric") != metric:
+            continue
+        if facts.get("gpuProduct") != facts.get("originalGpuProduct"):
             continue
         if process is not None and facts.get("process") == process:
             continue
+        kind = (facts.get("classification") or {}).get("kind")
+        if device_bound and kind != "device-bound":
+            continue
         value = facts.get("measured")
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            out.append(float(value))
-    return out
+            # Results of runners before process ids: each was its own batch's process.
+            latest[facts.get("process") or f"event {pk}"] = float(value)
+    return list(latest.values())

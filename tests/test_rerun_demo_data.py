@@ -19,7 +19,9 @@ from runs.services import ingest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FIXTURE = Path(__file__).resolve().parent / "data" / "reruns" / "h200-2026-11-29"
-BATCHES = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir()) + [FIXTURE]
+FOLDERS = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir())
+# A folder whose jobs all wait in unrun/ (issued, none run yet) has nothing to load.
+BATCHES = [p for p in FOLDERS if any(p.glob("jobs/*.json"))] + [FIXTURE]
 
 
 def _documents(batch: Path, kind: str) -> list[dict]:
@@ -167,3 +169,24 @@ def test_h200_batch_pages_say_why(db, client, tmp_path):
     response = client.get(f"/benchmarks/cross_entropy/?{query}")
     assert response.status_code == 200, response.content.decode()[:2000]
     assert "host-dominated (5.1× device time)" in response.content.decode()
+
+
+def test_every_job_left_to_run_is_a_job_the_runner_takes():
+    """unrun/ is the resumable list a closing note points at: each file there must be a job
+    this runner accepts for an upstream source, so `run.sh --jobs <batch>/unrun` resumes."""
+    from kirunner.runner import support_problem
+
+    left = sorted(p for batch in FOLDERS for p in batch.glob("unrun/*.json"))
+    assert left, "no batch keeps jobs left to run"
+    problems = []
+    for path in left:
+        doc = json.loads(path.read_text())
+        problem = support_problem(doc)
+        if problem is None and doc["run"]["source"] not in (
+            "liger-kernel-ci",
+            "liger-kernel-bench",
+        ):
+            problem = f"source {doc['run']['source']!r} is no upstream source"
+        if problem is not None:
+            problems.append(f"{path.relative_to(DATA)}: {problem}")
+    assert problems == []

@@ -129,3 +129,80 @@ def test_processes_that_agree_carry_the_verdict(run):
 
 def test_the_limit_is_a_handful():
     assert evidence_samples.FEW_SAMPLES == 5
+
+
+def test_a_device_bound_verdict_rests_on_the_median_of_the_processes(run):
+    """Many samples each, three processes: a cell near its tolerance does not flip with the
+    process recorded last (5 % tolerance; 6.2 ms is 3.3 % off, 6.31 ms 5.17 % off)."""
+    first = _decide(run, _m(6.2, 50, 6.15), "p1")
+    assert first.level == Evidence.REPRODUCED and "independent processes" not in first.facts["why"]
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
+    second = _decide(run, _m(6.25, 50, 6.2), "p2")
+    assert second.level == Evidence.REPRODUCED and second.facts["processes"] == 2
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=second, cause="test")
+    third = _decide(run, _m(6.31, 50, 6.25), "p3")
+    # Alone, 6.31 ms would be not-reproduced; the median of the three is 4.2 % off.
+    assert third.level == Evidence.REPRODUCED
+    assert third.facts["processes"] == 3 and third.facts["judged"] == 6.25e6
+    assert third.facts["measured"] == 6.31e6  # its own figure, for the processes after it
+    assert (
+        "the median of 3 independent processes (6310.0 µs, 6200.0 µs, 6250.0 µs), 2 of them within the tolerance on its own"
+        in (third.facts["why"])
+    )
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=third, cause="test")
+    # The same process again replaces its own figure, it does not add one: the median moves
+    # to 6.31 ms.
+    again = _decide(run, _m(6.4, 50, 6.35), "p2")
+    assert again.facts["processes"] == 3 and again.facts["judged"] == 6.31e6
+    assert again.level == Evidence.NOT_REPRODUCED
+
+
+def test_processes_far_apart_unsettle_the_verdict(run):
+    # The DyT case: one process 470 us, another 1518 us for the same device-bound call.
+    first = _decide(run, _m(6.1, 50, 6.05), "p1")
+    assert evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="t")
+    assert run.evidence == Evidence.REPRODUCED
+    second = _decide(run, _m(19.0, 50, 18.9), "p2")
+    assert second.level == Evidence.CHECKED and second.unsettles
+    assert second.facts["why"].startswith("independent processes disagree: 19000.0 µs, 6100.0 µs")
+    event = evidence_apply(run=run, controlled_run=_controlled(), outcome=second, cause="t")
+    # A checked from a correctness-only result keeps a verdict; this one does not.
+    assert (event.from_level, event.to_level) == (Evidence.REPRODUCED, Evidence.CHECKED)
+
+
+def test_processes_close_together_either_side_of_the_tolerance_are_judged_on_their_median(run):
+    # 4.9 % and 5.1 % off a 5 % tolerance: the figures agree, the median (5.0 %) is within.
+    first = _decide(run, _m(6.294, 50, 6.25), "p1")
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="t")
+    second = _decide(run, _m(6.306, 50, 6.26), "p2")
+    assert second.level == Evidence.REPRODUCED and second.facts["deviation"] == 0.05
+    assert "1 of them within the tolerance on its own" in second.facts["why"]
+
+
+def test_one_sample_processes_that_disagree_unsettle_the_verdict_too(run):
+    first = _decide(run, _m(6.1, 1, 6.05), "p1")
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="t")
+    assert run.evidence == Evidence.REPRODUCED
+    second = _decide(run, _m(6.6, 1, 6.55), "p2")
+    event = evidence_apply(run=run, controlled_run=_controlled(), outcome=second, cause="t")
+    assert event.to_level == Evidence.CHECKED and "disagree" in event.facts["why"]
+
+
+def test_only_device_bound_figures_of_the_same_product_are_weighed(run):
+    host_bound = _m(6.2, 50, 3.0)  # do_bench twice the device time: it timed the host
+    first = _decide(run, host_bound, "p1")
+    assert first.facts["classification"]["kind"] != "device-bound"
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
+    other_product = outcome_decide(
+        run=run, correctness_passed=True, device="cuda", gpu_product="NVIDIA H200",
+        measurement=_m(6.0, 50, 6.0), process="p2",
+    )  # fmt: skip
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=other_product, cause="test")
+    out = _decide(run, _m(6.4, 50, 6.35), "p3")
+    assert "processes" not in out.facts and out.level == Evidence.NOT_REPRODUCED
+
+
+def test_a_deviation_at_the_tolerance_shows_the_decimals_that_tell_them_apart():
+    assert evidence._percent_apart(0.340015, 0.34) == "34.002%"
+    assert evidence._percent_apart(0.3325, 0.34) == "33.2%"
+    assert evidence._percent_apart(0.34, 0.34) == "34.000%"

@@ -104,3 +104,41 @@ def test_a_failing_nvml_never_costs_the_measurement(monkeypatch):
         time.sleep(0.01)
     w = sampler.window()
     assert w["n"] == 0 and "GPU is lost" in w["error"]
+
+
+def test_nvml_starts_once_for_every_reading_and_is_never_shut_down(monkeypatch):
+    """A latency job reads the GPU six times (clocks, state, two samplers): one start of NVML
+    serves them all, where each used to start and shut it down."""
+    from kirunner import diagnose, env
+
+    nvml = _fake_nvml(0)
+    calls = {"init": 0, "shutdown": 0}
+    nvml.nvmlInit = lambda: calls.__setitem__("init", calls["init"] + 1)
+    nvml.nvmlShutdown = lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1)
+    nvml.NVML_CLOCK_MEM, nvml.NVML_TEMPERATURE_GPU = 1, 0
+    nvml.nvmlDeviceGetTemperature = lambda h, s: 41
+    nvml.nvmlDeviceGetPerformanceState = lambda h: 0
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    for _ in range(2):
+        assert env.gpu_clocks(0)["smMHz"] == 1470
+        assert diagnose.nvml_state(0)["powerLimitW"] == 700.0
+        with power.Sampler(interval_s=0.001) as sampler:
+            time.sleep(0.005)
+        assert sampler.window()["n"] >= 1
+    assert calls == {"init": 1, "shutdown": 0}
+
+
+def test_nvml_that_does_not_start_reads_as_absent(monkeypatch):
+    from kirunner import diagnose
+
+    nvml = _fake_nvml(0)
+
+    def no_driver():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    nvml.nvmlInit = no_driver
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert diagnose.nvml_state(0) is None
+    with power.Sampler(interval_s=0.001) as sampler:
+        time.sleep(0.002)
+    assert sampler.window()["n"] == 0

@@ -47,7 +47,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.apps import apps
 from django.core.cache import cache
@@ -155,15 +155,38 @@ def _select(connection, scopes: tuple[str, ...]) -> list[tuple]:
     # ORM's query building (a third of a cached page's time in process).
     table = connection.ops.quote_name(Version._meta.db_table)
     marks = ", ".join(["%s"] * len(scopes))
+    if connection.vendor == "postgresql":
+        return _select_postgresql(connection, table, marks, scopes)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT scope, value, changed_at FROM {table} WHERE scope IN ({marks})", scopes
         )
         rows = cursor.fetchall()
-    if connection.vendor == "sqlite":  # text there; a datetime from PostgreSQL
-        converter = connection.ops.convert_datetimefield_value
-        rows = [(s, v, converter(at, None, connection) if at else None) for s, v, at in rows]
-    return rows
+    converter = connection.ops.convert_datetimefield_value  # text in SQLite
+    return [(s, v, converter(at, None, connection) if at else None) for s, v, at in rows]
+
+
+def _select_postgresql(connection, table: str, marks: str, scopes: tuple[str, ...]) -> list:
+    """The same query through a cursor that binds on the server (Django's own binds on the
+    client, composing the SQL text in Python each time) and with the time as seconds (no
+    time-zone lookup per row): about half the cost of the versions read, which is most of
+    a cached page's own. Wrapped as Django wraps its cursors, so query logging, counting
+    (tests, bench/) and execute wrappers see it like any other query."""
+    import psycopg
+    from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+    connection.ensure_connection()
+    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
+    with wrapper(psycopg.Cursor(connection.connection), connection) as cursor:
+        cursor.execute(
+            f"SELECT scope, value, extract(epoch FROM changed_at)::float8 FROM {table} "
+            f"WHERE scope IN ({marks})",
+            scopes,
+        )
+        rows = cursor.fetchall()
+    return [
+        (s, v, datetime.fromtimestamp(at, UTC) if at is not None else None) for s, v, at in rows
+    ]
 
 
 def _key(values: dict[str, int], times: dict[str, datetime | None]) -> str:

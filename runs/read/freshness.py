@@ -152,41 +152,21 @@ def _read(scopes: tuple[str, ...]) -> list[tuple]:
 
 def _select(connection, scopes: tuple[str, ...]) -> list[tuple]:
     # Every request asks this, cached page or not: plain SQL on the primary key, without the
-    # ORM's query building (a third of a cached page's time in process).
+    # ORM's query building (a third of a cached page's time in process). PostgreSQL gives the
+    # change time as seconds: no time-zone lookup per row.
     table = connection.ops.quote_name(Version._meta.db_table)
     marks = ", ".join(["%s"] * len(scopes))
-    if connection.vendor == "postgresql":
-        return _select_postgresql(connection, table, marks, scopes)
+    postgresql = connection.vendor == "postgresql"
+    at = "extract(epoch FROM changed_at)::float8" if postgresql else "changed_at"
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT scope, value, changed_at FROM {table} WHERE scope IN ({marks})", scopes
-        )
+        cursor.execute(f"SELECT scope, value, {at} FROM {table} WHERE scope IN ({marks})", scopes)
         rows = cursor.fetchall()
+    if postgresql:
+        return [
+            (s, v, datetime.fromtimestamp(t, UTC) if t is not None else None) for s, v, t in rows
+        ]
     converter = connection.ops.convert_datetimefield_value  # text in SQLite
-    return [(s, v, converter(at, None, connection) if at else None) for s, v, at in rows]
-
-
-def _select_postgresql(connection, table: str, marks: str, scopes: tuple[str, ...]) -> list:
-    """The same query through a cursor that binds on the server (Django's own binds on the
-    client, composing the SQL text in Python each time) and with the time as seconds (no
-    time-zone lookup per row): about half the cost of the versions read, which is most of
-    a cached page's own. Wrapped as Django wraps its cursors, so query logging, counting
-    (tests, bench/) and execute wrappers see it like any other query."""
-    import psycopg
-    from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
-
-    connection.ensure_connection()
-    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
-    with wrapper(psycopg.Cursor(connection.connection), connection) as cursor:
-        cursor.execute(
-            f"SELECT scope, value, extract(epoch FROM changed_at)::float8 FROM {table} "
-            f"WHERE scope IN ({marks})",
-            scopes,
-        )
-        rows = cursor.fetchall()
-    return [
-        (s, v, datetime.fromtimestamp(at, UTC) if at is not None else None) for s, v, at in rows
-    ]
+    return [(s, v, converter(t, None, connection) if t else None) for s, v, t in rows]
 
 
 def _key(values: dict[str, int], times: dict[str, datetime | None]) -> str:

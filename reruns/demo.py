@@ -10,9 +10,11 @@ from runs.extensions import DemoLoader
 
 
 def load(data: Path) -> None:
-    """Controlled reruns: the signed results kept under data/reruns/<batch>/, batch by batch."""
+    """Controlled reruns: the signed results kept under data/reruns/<batch>/, batch by batch.
+    A folder whose jobs all wait in unrun/ (issued, none run yet) has nothing to load."""
     for batch in sorted(p for p in (data / "reruns").glob("*") if p.is_dir()):
-        call_command("rerun", "load-demo", str(batch))
+        if any(batch.glob("jobs/*.json")):
+            call_command("rerun", "load-demo", str(batch))
 
 
 LOADER = DemoLoader(name="controlled-reruns", load=load)

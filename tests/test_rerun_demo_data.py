@@ -190,3 +190,18 @@ def test_every_job_left_to_run_is_a_job_the_runner_takes():
         if problem is not None:
             problems.append(f"{path.relative_to(DATA)}: {problem}")
     assert problems == []
+
+
+def test_demo_skips_a_batch_whose_jobs_all_wait_in_unrun(tmp_path, monkeypatch):
+    """`manage.py demo` loads every batch folder; one that holds only jobs left to run (no
+    results, so no key) must not stop the demo."""
+    from reruns import demo
+
+    (tmp_path / "reruns" / "ran" / "jobs").mkdir(parents=True)
+    (tmp_path / "reruns" / "ran" / "jobs" / "001-x.json").write_text("{}")
+    (tmp_path / "reruns" / "waiting" / "unrun").mkdir(parents=True)
+    (tmp_path / "reruns" / "waiting" / "unrun" / "001-x.json").write_text("{}")
+    loaded = []
+    monkeypatch.setattr(demo, "call_command", lambda *args: loaded.append(Path(args[-1]).name))
+    demo.load(tmp_path)
+    assert loaded == ["ran"]

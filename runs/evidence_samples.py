@@ -110,3 +110,19 @@ def other_processes(run, process: str | None, metric: str, *, device_bound: bool
             # Results of runners before process ids: each was its own batch's process.
             latest[facts.get("process") or f"event {pk}"] = float(value)
     return list(latest.values())
+
+
+def other_checks_passed(run, process: str | None) -> int:
+    """How many other runner processes passed `run`'s correctness check on a GPU (the latest
+    event of each): the same implementation and check, other random inputs."""
+    from runs.models import EvidenceEvent
+
+    rows = EvidenceEvent.objects.filter(run=run).order_by("pk").values_list("pk", "facts")
+    latest: dict[str, bool] = {}
+    for pk, facts in rows:
+        if not isinstance(facts, dict) or facts.get("device") != "cuda":
+            continue
+        if process is not None and facts.get("process") == process:
+            continue
+        latest[facts.get("process") or f"event {pk}"] = facts.get("correctnessPassed") is True
+    return sum(latest.values())

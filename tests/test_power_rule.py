@@ -38,6 +38,41 @@ def test_the_table_covers_the_capped_classes_we_measured():
         assert row["tolerance"] >= row["maxDeviation"] and row["tolerance"] >= 0.05
 
 
+def _result(path, *, median, kind, capped=True, provider="liger"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    window = {"n": 50, "powerCapped": capped, "smMHz": {"min": 1470, "median": 1500, "max": 1965}}
+    payload = {
+        "status": "ok",
+        "device": "cuda",
+        "metric": "latency",
+        "benchmark": "geglu",
+        "pass": "full",
+        "provider": provider,
+        "workload": {"resolved": {"T": 4096}},
+        "measurement": {
+            "median": median,
+            "power": window,
+            "diagnostics": {"classification": {"kind": kind}},
+        },
+    }
+    path.write_text(__import__("json").dumps({"payload": payload}))
+
+
+def test_only_device_bound_figures_make_the_spread(tmp_path):
+    # A host-bound do_bench figure moves with the host's launch path: two processes 60 %
+    # apart there say nothing about the GPU's clocks and must not widen any tolerance.
+    for batch, (dev, host) in {"a": (10.0, 1.0), "b": (10.4, 1.6)}.items():
+        _result(tmp_path / batch / "results" / "1.json", median=dev, kind="device-bound")
+        _result(
+            tmp_path / batch / "results" / "2.json", median=host, kind="host-bound", provider="hf"
+        )
+    classes = _script().table(tmp_path)["classes"]
+    assert set(classes) == {"any"}
+    assert classes["any"]["cells"] == 1 and classes["any"]["observations"] == 2
+    assert classes["any"]["maxDeviation"] == pytest.approx(0.2 / 10.2, abs=1e-6)
+    assert classes["any"]["tolerance"] == 0.05
+
+
 @pytest.fixture
 def tables(monkeypatch):
     monkeypatch.setattr(evidence, "_table", lambda: {"cells": {}, "classes": {}})

@@ -206,3 +206,45 @@ def test_a_deviation_at_the_tolerance_shows_the_decimals_that_tell_them_apart():
     assert evidence._percent_apart(0.340015, 0.34) == "34.002%"
     assert evidence._percent_apart(0.3325, 0.34) == "33.2%"
     assert evidence._percent_apart(0.34, 0.34) == "34.000%"
+
+
+def _checked_by(run, process, *, passed, device="cuda"):
+    return outcome_decide(
+        run=run,
+        correctness_passed=passed,
+        device=device,
+        gpu_product="NVIDIA H100" if device == "cuda" else None,
+        measurement=_m(6.1, 50, 6.05),
+        process=process,
+    )
+
+
+def test_a_check_failed_in_the_only_process_is_incorrect(run):
+    assert _checked_by(run, "p1", passed=False).level == Evidence.INCORRECT
+
+
+def test_a_check_failed_where_another_process_passed_it_is_checked_and_keeps_the_timing(run):
+    # The preference-loss case: the bf16 weight gradient passed in one process and failed by
+    # 1.2x its bound in the next, on other random inputs.
+    first = _checked_by(run, "p1", passed=True)
+    assert first.level == Evidence.REPRODUCED
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
+    second = _checked_by(run, "p2", passed=False)
+    assert second.level == Evidence.CHECKED and second.facts["checksPassedElsewhere"] == 1
+    assert "tolerance's edge" in second.facts["why"]
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=second, cause="test")
+    run.refresh_from_db()
+    assert run.evidence == Evidence.REPRODUCED
+
+
+def test_only_other_gpu_processes_that_passed_count(run):
+    # The same process passing earlier, or a CPU check, is no other GPU process's pass.
+    for process, device in (("p1", "cuda"), ("p2", "cpu")):
+        earlier = _checked_by(run, process, passed=True, device=device)
+        evidence_apply(run=run, controlled_run=_controlled(), outcome=earlier, cause="test")
+    assert _checked_by(run, "p1", passed=False).level == Evidence.INCORRECT
+    # A process that passed and later failed counts by its latest event.
+    failed = _checked_by(run, "p3", passed=False)
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=failed, cause="test")
+    assert _checked_by(run, "p3", passed=True).level == Evidence.REPRODUCED
+    assert _checked_by(run, "p4", passed=False).facts["checksPassedElsewhere"] == 1

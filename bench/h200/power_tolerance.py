@@ -10,7 +10,9 @@ processes and days more than an uncapped cell's, on every host, upstream's too. 
 spread.
 
 Reads every signed latency result under data/reruns/*/results and */repeats (status ok, on
-CUDA, with a `power` window: runners before kirunner/power.py recorded none, and for those the
+CUDA, classified device-bound: the rule judges only those figures against a tolerance, and a
+host-bound do_bench figure moves with the host's launch path, not the GPU's clocks, so its
+spread says nothing of power; with a `power` window: runners before kirunner/power.py recorded none, and for those the
 NVML reading after the measurement's power-cap bit stands in). A cell (kernel, pass,
 provider, workload) is power-capped when any of its results was. For each power-capped cell
 measured by at least two processes (any day), each process's do_bench median's deviation from
@@ -57,6 +59,9 @@ def observations(root: Path) -> dict[tuple, list[tuple[str, float, bool]]]:
         if payload.get("status") != "ok" or payload.get("device") != "cuda":
             continue
         if payload.get("metric") != "latency" or not isinstance(m.get("median"), int | float):
+            continue
+        kind = ((m.get("diagnostics") or {}).get("classification") or {}).get("kind")
+        if kind != "device-bound":
             continue
         wl = json.dumps((payload.get("workload") or {}).get("resolved"), sort_keys=True)
         key = (payload["benchmark"], payload["pass"], payload["provider"], wl)

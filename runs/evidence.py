@@ -322,7 +322,7 @@ def _verdict(
     spread = ""
     if run.metric == "latency":
         deviation, spread = _across_processes(run, measured, tolerance.value, facts)
-    off = _percent_apart(deviation, tolerance.value)
+    off = evidence_samples.percent_apart(deviation, tolerance.value)
     if spread == "disagree":
         facts["why"] = (
             f"independent processes disagree: {_figures(facts)}, "
@@ -375,16 +375,6 @@ def _across_processes(
 
 def _figures(facts: dict) -> str:
     return ", ".join(_us(f) for f in facts["processFigures"])
-
-
-def _percent_apart(deviation: float, tolerance: float) -> str:
-    """The deviation as a percentage with the decimals that tell it from the tolerance: 34.002 %
-    against 34 %, not "34.0 % off, outside the 34 % tolerance"."""
-    for digits in (1, 2, 3):
-        text = f"{deviation:.{digits}%}"
-        if text != f"{tolerance:.{digits}%}":
-            return text
-    return text
 
 
 def _not_device_bound(run: Run, cls: dict | None, tolerance: Tolerance, facts: dict) -> Outcome:

@@ -33,6 +33,16 @@ class Few:
     why: str
 
 
+def percent_apart(deviation: float, tolerance: float) -> str:
+    """The deviation as a percentage with the decimals that tell it from the tolerance: 34.002 %
+    against 34 %, not "34.0 % off, outside the 34 % tolerance"."""
+    for digits in (1, 2, 3):
+        text = f"{deviation:.{digits}%}"
+        if text != f"{tolerance:.{digits}%}":
+            return text
+    return text
+
+
 def _within(value: float, published: float, tolerance: float) -> bool:
     return abs(value - published) / published <= tolerance
 
@@ -68,12 +78,13 @@ def judge(
         )
     if device is not None and device_consistent:
         inside = _within(device, published, tolerance)
+        off = percent_apart(abs(device - published) / published, tolerance)
         return Few(
             "reproduced" if inside else "not-reproduced",
             "device-time",
             f"do_bench rests on {samples} sample(s); the verdict rests on the device time "
-            f"{device / 1e6:.4g} ms (ten replays, consistent), "
-            f"{abs(device - published) / published:.1%} off the published median",
+            f"{device / 1e6:.4g} ms (ten replays, consistent), {off} off the published "
+            f"median, {'within' if inside else 'outside'} the {tolerance:.0%} tolerance",
         )
     return Few(
         "checked",

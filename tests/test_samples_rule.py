@@ -203,9 +203,9 @@ def test_only_device_bound_figures_of_the_same_product_are_weighed(run):
 
 
 def test_a_deviation_at_the_tolerance_shows_the_decimals_that_tell_them_apart():
-    assert evidence._percent_apart(0.340015, 0.34) == "34.002%"
-    assert evidence._percent_apart(0.3325, 0.34) == "33.2%"
-    assert evidence._percent_apart(0.34, 0.34) == "34.000%"
+    assert evidence_samples.percent_apart(0.340015, 0.34) == "34.002%"
+    assert evidence_samples.percent_apart(0.3325, 0.34) == "33.2%"
+    assert evidence_samples.percent_apart(0.34, 0.34) == "34.000%"
 
 
 def _checked_by(run, process, *, passed, device="cuda"):
@@ -248,3 +248,18 @@ def test_only_other_gpu_processes_that_passed_count(run):
     evidence_apply(run=run, controlled_run=_controlled(), outcome=failed, cause="test")
     assert _checked_by(run, "p3", passed=True).level == Evidence.REPRODUCED
     assert _checked_by(run, "p4", passed=False).facts["checksPassedElsewhere"] == 1
+
+
+def test_a_device_time_verdict_at_the_tolerance_shows_the_decimals():
+    # 8.03 % against 8 %: "8.0% off" would read as within.
+    few = judge(
+        measured=27.0e6,
+        published=27.225e6,
+        tolerance=0.08,
+        samples=3,
+        others=[],
+        device=25.04e6,
+        device_consistent=True,
+    )
+    assert few.level == "not-reproduced"
+    assert "8.03% off the published median, outside the 8% tolerance" in few.why

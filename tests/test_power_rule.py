@@ -4,6 +4,7 @@ processes and days (runs/evidence_power.py, bench/h200/power_tolerance.py)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def _result(path, *, median, kind, capped=True, provider="liger"):
             "diagnostics": {"classification": {"kind": kind}},
         },
     }
-    path.write_text(__import__("json").dumps({"payload": payload}))
+    path.write_text(json.dumps({"payload": payload}))
 
 
 def test_only_device_bound_figures_make_the_spread(tmp_path):

@@ -12,8 +12,9 @@ spread.
 Reads every signed latency result under data/reruns/*/results and */repeats (status ok, on
 CUDA, classified device-bound: the rule judges only those figures against a tolerance, and a
 host-bound do_bench figure moves with the host's launch path, not the GPU's clocks, so its
-spread says nothing of power; with a `power` window: runners before kirunner/power.py recorded none, and for those the
-NVML reading after the measurement's power-cap bit stands in). A cell (kernel, pass,
+spread says nothing of power; with a `power` window: runners before kirunner/power.py
+recorded none, and for those the NVML reading after the measurement's power-cap bit stands
+in). A cell (kernel, pass,
 provider, workload) is power-capped when any of its results was. For each power-capped cell
 measured by at least two processes (any day), each process's do_bench median's deviation from
 the cell's median; pooled per class (kernel, provider). The class's tolerance is the largest

@@ -27,7 +27,8 @@ class Command(BaseCommand):
     def handle(self, *args, no_serve: bool, addrport: str, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write(
-            "Loading Liger-Kernel benchmarks and CI runs (about a minute the first time)"
+            "Loading Liger-Kernel, its CI runs, KernelBench and the signed reruns "
+            "(a few minutes the first time)"
         )
         call_command("ingest", "liger-kernel-bench", str(DATA / "liger" / "all_benchmark_data.csv"))
         call_command("ingest", "liger-kernel-ci", str(DATA / "liger-ci"))

@@ -585,7 +585,21 @@ def _outcome(job: RerunJob, payload: dict, passed: bool, gpu_spec):
         environment=payload.get("environment"),
         # Results of runners before process ids: each job counts as its own process.
         process=(payload.get("runner") or {}).get("process") or f"job:{job.uuid}",
+        check_worst=_check_worst(payload),
     )
+
+
+def _check_worst(payload: dict) -> float | None:
+    """The largest error over its bound among the failed checks of a result (kirunner.check's
+    worstRatio); None where one has none (a NaN, an Inf, a shape that did not match)."""
+    failed = [
+        c.get("worstRatio")
+        for c in (payload.get("correctness") or {}).get("checks") or []
+        if isinstance(c, dict) and c.get("passed") is False
+    ]
+    if not failed or not all(isinstance(w, int | float) and w == w for w in failed):
+        return None
+    return float(max(failed))
 
 
 def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:

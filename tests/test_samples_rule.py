@@ -208,7 +208,7 @@ def test_a_deviation_at_the_tolerance_shows_the_decimals_that_tell_them_apart():
     assert evidence_samples.percent_apart(0.34, 0.34) == "34.000%"
 
 
-def _checked_by(run, process, *, passed, device="cuda"):
+def _checked_by(run, process, *, passed, device="cuda", worst=1.2):
     return outcome_decide(
         run=run,
         correctness_passed=passed,
@@ -216,6 +216,7 @@ def _checked_by(run, process, *, passed, device="cuda"):
         gpu_product="NVIDIA H100" if device == "cuda" else None,
         measurement=_m(6.1, 50, 6.05),
         process=process,
+        check_worst=None if passed else worst,
     )
 
 
@@ -231,6 +232,7 @@ def test_a_check_failed_where_another_process_passed_it_is_checked_and_keeps_the
     evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
     second = _checked_by(run, "p2", passed=False)
     assert second.level == Evidence.CHECKED and second.facts["checksPassedElsewhere"] == 1
+    assert "missed its bound by 1.20 times" in second.facts["why"]
     assert "tolerance's edge" in second.facts["why"]
     evidence_apply(run=run, controlled_run=_controlled(), outcome=second, cause="test")
     run.refresh_from_db()
@@ -263,3 +265,27 @@ def test_a_device_time_verdict_at_the_tolerance_shows_the_decimals():
     )
     assert few.level == "not-reproduced"
     assert "8.03% off the published median, outside the 8% tolerance" in few.why
+
+
+@pytest.mark.parametrize("worst", [2.5, 1e4, None])
+def test_a_wide_miss_or_a_nan_is_incorrect_whatever_another_process_gave(run, worst):
+    first = _checked_by(run, "p1", passed=True)
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="test")
+    out = _checked_by(run, "p2", passed=False, worst=worst)
+    assert out.level == Evidence.INCORRECT and out.facts["checkWorst"] == worst
+
+
+@pytest.mark.parametrize(
+    "checks,worst",
+    [
+        ([{"passed": True, "worstRatio": 0.5}, {"passed": False, "worstRatio": 1.3}], 1.3),
+        ([{"passed": False, "worstRatio": 1.1}, {"passed": False, "worstRatio": 1.9}], 1.9),
+        ([{"passed": False, "worstRatio": None}, {"passed": False, "worstRatio": 1.1}], None),
+        ([{"passed": False, "worstRatio": float("nan")}], None),
+        ([], None),
+    ],
+)
+def test_the_worst_miss_is_read_from_the_failed_checks(checks, worst):
+    from reruns.services import _check_worst
+
+    assert _check_worst({"correctness": {"passed": False, "checks": checks}}) == worst

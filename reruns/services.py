@@ -9,6 +9,7 @@ raises to the caller: an unreachable broker leaves the job queued, with the reas
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import uuid
@@ -597,7 +598,9 @@ def _check_worst(payload: dict) -> float | None:
         for c in (payload.get("correctness") or {}).get("checks") or []
         if isinstance(c, dict) and c.get("passed") is False
     ]
-    if not failed or not all(isinstance(w, int | float) and w == w for w in failed):
+    # A ratio that is not a finite number (a zero bound) reads as none: it is no narrow miss,
+    # and the event's JSON could not hold it.
+    if not failed or not all(isinstance(w, int | float) and math.isfinite(w) for w in failed):
         return None
     return float(max(failed))
 

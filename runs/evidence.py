@@ -7,7 +7,7 @@ became, and the move of the original run's level with its EvidenceEvent, in one 
 other writer, and tries the admin.
 
 The rule, given a verified controlled result for a run (docs/evidence.md has the table):
-1. Its correctness check failed: `incorrect`; but where it missed its bound by less than
+1. Its correctness check failed: `incorrect`; but where it missed its bound by at most
    CHECK_EDGE times and another runner process passed the same run's check on a GPU,
    `checked` (the check sits at its tolerance's edge for this cell).
 2. A CPU result, or a GPU of another product (e.g. an H200 for an H100 run): `checked`, with

@@ -282,6 +282,7 @@ def test_a_wide_miss_or_a_nan_is_incorrect_whatever_another_process_gave(run, wo
         ([{"passed": False, "worstRatio": 1.1}, {"passed": False, "worstRatio": 1.9}], 1.9),
         ([{"passed": False, "worstRatio": None}, {"passed": False, "worstRatio": 1.1}], None),
         ([{"passed": False, "worstRatio": float("nan")}], None),
+        ([{"passed": False, "worstRatio": float("inf")}], None),
         ([], None),
     ],
 )

@@ -321,7 +321,10 @@ def _verdict(
     )
     deviation = abs(measured - run.median) / run.median
     facts["deviation"] = round(deviation, 6)
-    if run.metric == "latency" and (cls is None or cls["kind"] != "device-bound"):
+    samples = [s for s in measurement.get("samples") or [] if _number(s)]
+    few = run.metric == "latency" and len(samples) < evidence_samples.FEW_SAMPLES
+    elsewhere = cls is None and few and _device_bound_elsewhere(run, facts)
+    if run.metric == "latency" and not elsewhere and (cls is None or cls["kind"] != "device-bound"):
         return _not_device_bound(run, cls, tolerance, facts)
     if tolerance.value > TOLERANCE_CEILING:
         facts["why"] = (
@@ -329,8 +332,7 @@ def _verdict(
             f"({tolerance.detail}): too wide to confirm or refute"
         )
         return Outcome(Evidence.CHECKED, facts)
-    samples = [s for s in measurement.get("samples") or [] if _number(s)]
-    if run.metric == "latency" and len(samples) < evidence_samples.FEW_SAMPLES:
+    if few:
         return _few_samples(run, measured, tolerance, len(samples), cls, measurement, facts)
     spread = ""
     if run.metric == "latency":
@@ -388,6 +390,16 @@ def _across_processes(
 
 def _figures(facts: dict) -> str:
     return ", ".join(_us(f) for f in facts["processFigures"])
+
+
+def _device_bound_elsewhere(run: Run, facts: dict) -> bool:
+    """Whether another runner process timed this run device-bound. A result with no device
+    time of such a cell is one more independent process for a few-sample verdict: it counts as
+    it would had it been recorded before that process's (whose verdict weighs every earlier
+    process's figure), so the verdict does not depend on the order the results arrive in."""
+    return bool(
+        evidence_samples.other_processes(run, facts.get("process"), run.metric, device_bound=True)
+    )
 
 
 def _not_device_bound(run: Run, cls: dict | None, tolerance: Tolerance, facts: dict) -> Outcome:
@@ -448,7 +460,8 @@ def _few_samples(
     measurement: dict,
     facts: dict,
 ) -> Outcome:
-    """A device-bound do_bench figure of fewer than FEW_SAMPLES samples (runs/evidence_samples)."""
+    """A do_bench figure of fewer than FEW_SAMPLES samples (runs/evidence_samples), device-bound
+    here or, with no device time (`cls` None), in another process."""
     device = (measurement.get("diagnostics") or {}).get("device") or {}
     others = evidence_samples.other_processes(run, facts.get("process"), run.metric)
     few = evidence_samples.judge(
@@ -457,10 +470,13 @@ def _few_samples(
         tolerance=tolerance.value,
         samples=samples,
         others=others,
-        device=cls["deviceMs"] * 1e6,
-        device_consistent=diagnose.repeats_consistent(device),
+        device=cls["deviceMs"] * 1e6 if cls else None,
+        device_consistent=bool(cls) and diagnose.repeats_consistent(device),
     )
-    facts.update(fewSamples=samples, fewSamplesBasis=few.basis, why=few.why)
+    why = few.why
+    if cls is None:
+        why += "; this process recorded no device time, another one timed the run device-bound"
+    facts.update(fewSamples=samples, fewSamplesBasis=few.basis, why=why)
     # Processes that disagree unsettle a verdict one of them gave earlier.
     return Outcome(few.level, facts, unsettles=few.level == Evidence.CHECKED and bool(others))
 

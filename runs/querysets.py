@@ -8,10 +8,11 @@ from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
 GROUP_KEY_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
-# A point of a cell's history as the run page shows it (RunQuerySet.history_sides).
+# A point of a cell's history as the run page reads it (RunQuerySet.history_sides): the
+# columns of the run_history index and the publication's slug and sequence; the page names the
+# source from the run's own catalogue rows (one source for most cells), not from a join.
 HISTORY_FIELDS = ("pk", "public_id", "median", "observed_at", "publication__slug",
-                  "publication_id", "publication__sequence", "source_id", "source__name",
-                  "source__slug")  # fmt: skip
+                  "publication_id", "publication__sequence", "source_id")  # fmt: skip
 
 
 class RunQuerySet(models.QuerySet):
@@ -174,14 +175,15 @@ class RunQuerySet(models.QuerySet):
         HISTORY_FIELDS, in one query: a UNION of the two windows where the database takes a
         LIMIT inside one (PostgreSQL), else the rows whose ids either window lists (SQLite
         takes a LIMIT inside IN)."""
-        cell = self.history_of(run)
+        cell = self.public().filter(history_key=run.history_key).order_by()
         at = (run.observed_at, run.publication.sequence)
         earlier = Q(observed_at__lt=at[0]) | Q(observed_at=at[0], publication__sequence__lt=at[1])
         # The bounds on the time beside `earlier` are what it implies, spelled out as a range
         # of the run_history index: each side reads its window from the run outwards, no further.
         before = (cell.filter(earlier, observed_at__lte=at[0])
                   .order_by("-observed_at", "-publication__sequence")[:size])  # fmt: skip
-        after = cell.filter(observed_at__gte=at[0]).exclude(earlier)[:size]
+        after = (cell.filter(observed_at__gte=at[0]).exclude(earlier)
+                 .order_by("observed_at", "publication__sequence")[:size])  # fmt: skip
         if connection.features.supports_slicing_ordering_in_compound:
             rows = before.values(*HISTORY_FIELDS).union(after.values(*HISTORY_FIELDS), all=True)
         else:
@@ -191,13 +193,11 @@ class RunQuerySet(models.QuerySet):
         split = sum(1 for p in rows if (p["observed_at"], p["publication__sequence"]) < at)
         return rows[:split][::-1], rows[split:]
 
-    def history_sources(self, run) -> list[tuple[int, str, str, int]]:
-        """(source id, name, slug, points) of each source in the run's cell, by name: for a
-        cell longer than its window on the run page."""
-        return list(
-            self.history_of(run).order_by("source__name")
-            .values_list("source_id", "source__name", "source__slug").annotate(n=Count("id"))
-        )  # fmt: skip
+    def history_sources(self, run) -> dict[int, int]:
+        """{source id: points} of the run's cell, for a cell longer than its window on the run
+        page: a count over the cell's range of the run_history index, no join."""
+        cell = self.public().filter(history_key=run.history_key).order_by()
+        return dict(cell.values_list("source_id").annotate(n=Count("id")))
 
 
 class ComparisonGroupQuerySet(models.QuerySet):

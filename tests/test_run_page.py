@@ -260,7 +260,7 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     # workload and group (1), its five catalogue rows (5, kept for the next run page that
     # shares them), its leader with whether the group has judged claims (1), its cell's
     # history window by history key (1; a count per source only when a side fills its
-    # window), the changes among the points shown and the cell's status (2, none for a cell
+    # window, and the rows of its other sources where a cell spans several), the changes among the points shown and the cell's status (2, none for a cell
     # too short for the rule), each on an index; nothing for panels of a run nothing was
     # written about.
     freshness.reset()

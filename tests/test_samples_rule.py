@@ -290,3 +290,43 @@ def test_the_worst_miss_is_read_from_the_failed_checks(checks, worst):
     from reruns.services import _check_worst
 
     assert _check_worst({"correctness": {"passed": False, "checks": checks}}) == worst
+
+
+def _without_device_time(do_bench_ms, n):
+    m = _m(do_bench_ms, n, 0.0)
+    del m["diagnostics"]  # a process whose diagnostics failed (a tainted graph capture)
+    return m
+
+
+@pytest.mark.parametrize("device_bound_first", [True, False])
+def test_a_few_sample_verdict_does_not_depend_on_the_order_results_arrive(run, device_bound_first):
+    # The b4593f58 case: one process device-bound, its device time just outside the tolerance
+    # (6.31 ms, 5.2 % off) while its do_bench figure is within; two more processes recorded no
+    # device time, their do_bench figures within too. Three processes agree on do_bench.
+    results = [(_m(6.1, 3, 6.31), "p1"), (_without_device_time(6.2, 3), "p2"),
+               (_without_device_time(6.15, 3), "p3")]  # fmt: skip
+    if not device_bound_first:
+        results = results[1:] + results[:1]
+    for m, process in results:
+        out = _decide(run, m, process)
+        event = evidence_apply(run=run, controlled_run=_controlled(), outcome=out, cause="t")
+    run.refresh_from_db()
+    assert run.evidence == Evidence.REPRODUCED
+    assert event.facts["fewSamplesBasis"] == "processes"
+    assert "3 independent processes agree" in event.facts["why"]
+
+
+def test_alone_a_result_without_device_time_still_neither_confirms_nor_refutes(run):
+    out = _decide(run, _without_device_time(6.1, 3), "p1")
+    assert out.level == Evidence.CHECKED and "no device time was recorded" in out.facts["why"]
+    assert "fewSamples" not in out.facts
+
+
+def test_a_result_without_device_time_that_disagrees_unsettles_the_device_time_verdict(run):
+    first = _decide(run, _m(6.1, 3, 6.05), "p1")  # device time within: reproduced
+    evidence_apply(run=run, controlled_run=_controlled(), outcome=first, cause="t")
+    assert run.evidence == Evidence.REPRODUCED
+    second = _decide(run, _without_device_time(6.9, 3), "p2")  # 15 % off
+    event = evidence_apply(run=run, controlled_run=_controlled(), outcome=second, cause="t")
+    assert event.to_level == Evidence.CHECKED and "disagree" in event.facts["why"]
+    assert "this process recorded no device time" in event.facts["why"]

@@ -16,7 +16,7 @@ from runs.changes.models import CellChange, CellSeries
 from runs.claims import read as claims
 from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
-from runs.models import Evidence, EvidenceEvent, Run
+from runs.models import Evidence, EvidenceEvent, Run, Source
 from runs.pages import charts, history_chart
 from runs.read import catalogue
 from runs.read.freshness import DATA, kept
@@ -81,13 +81,21 @@ def _history(run: Run) -> dict:
 
 def _per_source(run: Run, before: list[dict], after: list[dict]) -> list[tuple]:
     """(source id, name, slug, points) of each source of the cell, by name: from the rows read
-    when neither side filled its window (they are then the whole cell), else counted."""
+    when neither side filled its window (they are then the whole cell), else counted. Each
+    point is given its source's name and slug here: the run's own source (attached with its
+    catalogue rows) for most cells, a primary-key query for any other, not a join."""
     if len(before) < HISTORY_SHOWN and len(after) < HISTORY_SHOWN:
-        found = Counter(
-            (p["source_id"], p["source__name"], p["source__slug"]) for p in before + after
-        )
-        return [(*source, n) for source, n in sorted(found.items(), key=lambda s: s[0][1:])]
-    return Run.objects.history_sources(run)
+        counts = Counter(p["source_id"] for p in before + after)
+    else:
+        counts = Run.objects.history_sources(run)
+    sources = {run.source_id: run.source}
+    others = set(counts) - set(sources)
+    sources.update(Source.objects.in_bulk(others) if others else {})
+    for p in before + after:
+        source = sources[p["source_id"]]
+        p.update(source__name=source.name, source__slug=source.slug)
+    named = [(pk, sources[pk].name, sources[pk].slug, n) for pk, n in counts.items()]
+    return sorted(named, key=lambda s: s[1:3])
 
 
 def _judged(run: Run, points: list[dict], per_source: dict[int, int]) -> dict:

@@ -19,7 +19,7 @@ TIED = {5, 6, 20, 21, 22, 40, 41}  # CI runs published at the time of the one be
 @pytest.fixture
 def long_cell(db, tmp_path):
     write_history(tmp_path, {("window_kernel", "liger"): [1.0 + i / 100 for i in range(N)]})
-    for i in sorted(TIED):  # the same timestamp as the CI run before (the CSV's column 13)
+    for i in sorted(TIED):  # the timestamp (second to last column) of the CI run before
         csv_path = tmp_path / commit(i) / "benchmark.csv"
         stamp = (tmp_path / commit(i - 1) / "benchmark.csv").read_text().splitlines()[1]
         stamp = stamp.split(",")[-2]

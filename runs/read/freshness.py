@@ -36,8 +36,12 @@ Who keeps a page, and for how long it can be older than the data:
 - signed-in readers are never served a stored page; their ETag is the content's own.
 - browsers and proxies get `Cache-Control: no-cache` with an ETag made of the same versions:
   they may keep a copy but ask before each use, and the answer is a 304 when nothing the page
-  reads has moved. So no write leaves a stale page anywhere once it has committed.
-Each request reads the versions of its page once (one query on the primary key).
+  reads has moved. So no write leaves a stale page anywhere once it has committed (for an
+  anonymous reader: once its notification has reached the serving process).
+Each request reads the versions of its page once: one query on the primary key, or, for an
+anonymous reader on PostgreSQL, the copy of them that the database pushes to each process at
+commit (pushed_versions.py says how that copy can never outlive a write by more than the
+notification's trip).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from django.core.cache import cache
 from django.db import DatabaseError, connections
 
 from runs.models import Version
+from runs.read import pushed_versions
 
 logger = logging.getLogger(__name__)
 
@@ -115,14 +120,18 @@ _namespace = {"salt": ""}
 _reading: contextvars.ContextVar[Versions | None] = contextvars.ContextVar("versions", default=None)
 
 
-def current(scopes) -> Versions:
+def current(scopes, *, pushed: bool = False) -> Versions:
     """The versions of these scopes now: from the request's own read where it read them all
-    (page_cache.public_page reads a page's versions once), else one query."""
+    (page_cache.public_page reads a page's versions once), else one query. `pushed`: an
+    anonymous page may take them from the copy PostgreSQL keeps up to date in this process
+    (pushed_versions.py), with no query at all."""
     scopes = tuple(sorted(set(scopes)))
     known = _reading.get()
     if known is not None and all(s in known.values for s in scopes):
         return known.of(scopes)
-    found = {scope: (value, at) for scope, value, at in _read(scopes)}
+    found = pushed_versions.lookup(scopes, _read) if pushed else None
+    if found is None:
+        found = {scope: (value, at) for scope, value, at in _read(scopes)}
     values = {s: found.get(s, (0, None))[0] for s in scopes}
     times = {s: found.get(s, (0, None))[1] for s in scopes}
     return Versions(values, times, _key(values, times))
@@ -366,6 +375,8 @@ def triggers_install(using: str = "default", **kwargs) -> None:
         for model in models:
             install(cursor, connection, model)
         _seed(cursor, connection, models)
+        if connection.vendor == "postgresql":
+            _install_notify(cursor, connection)
 
 
 def _install_postgresql(cursor, connection, model) -> None:
@@ -400,6 +411,21 @@ def _install_postgresql(cursor, connection, model) -> None:
         f"CREATE TRIGGER {TRIGGER}_truncate AFTER TRUNCATE ON {quoted} "
         f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
     )
+
+
+def _install_notify(cursor, connection) -> None:
+    """Each moved version is also pushed to the web processes that listen for it, at commit
+    (pushed_versions.py): an anonymous cached page then asks the database nothing."""
+    quoted = connection.ops.quote_name(Version._meta.db_table)
+    function_sql, function = pushed_versions.notify_sql(Version._meta.db_table)
+    cursor.execute(function_sql)
+    for suffix, when in (("_row", "INSERT OR UPDATE"), ("_reset", "DELETE OR TRUNCATE")):
+        each = "ROW" if suffix == "_row" else "STATEMENT"
+        cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}_notify{suffix} ON {quoted}")
+        cursor.execute(
+            f"CREATE TRIGGER {TRIGGER}_notify{suffix} AFTER {when} ON {quoted} "
+            f"FOR EACH {each} EXECUTE FUNCTION {function}()"
+        )
 
 
 SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f','now')"

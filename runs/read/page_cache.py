@@ -34,8 +34,11 @@ def public_page(view=None, *, reads=None):
         if request.method not in ("GET", "HEAD"):
             return view(request, *args, **kwargs)
         scopes = reads(**kwargs) if reads else freshness.EVERY_OTHER_PAGE
-        versions = freshness.current(scopes)
-        anonymous, use_cache, gzipped = _reader(request)
+        anonymous, stateless, gzipped = _reader(request)
+        use_cache = stateless and getattr(settings, "PAGE_CACHE_SECONDS", 300) > 0
+        # Only a reader who cannot have written takes the versions pushed to this process
+        # (a notification's trip behind the commit); the others read the table itself.
+        versions = freshness.current(scopes, pushed=stateless)
         etag = '"' + _key(request, versions, anonymous, gzipped) + '"'
         last_ts = int(versions.last.timestamp()) if versions.last else None
         # A signed-in reader's page also shows their own rows that no version covers (their
@@ -73,7 +76,7 @@ def public_page(view=None, *, reads=None):
 
 
 def _reader(request: HttpRequest) -> tuple[bool, bool, bool]:
-    """(anonymous, may share the page cache, stored gzipped)."""
+    """(anonymous, anonymous with no state of its own: may share the page cache, gzipped)."""
     # Without a session cookie or credentials the reader is anonymous: no need to load the
     # session (and to add Vary: Cookie from it) just to learn that.
     anonymous = (
@@ -88,11 +91,15 @@ def _reader(request: HttpRequest) -> tuple[bool, bool, bool]:
         or "messages" in request.COOKIES
         or "Authorization" in request.headers
     )
-    use_cache = anonymous and stateless and getattr(settings, "PAGE_CACHE_SECONDS", 300) > 0
+    shared = anonymous and stateless
     # Cached pages are stored compressed for clients that take gzip, so a hit is not
     # compressed again on every request; each encoding is its own entry and ETag.
-    gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
-    return anonymous, use_cache, gzipped
+    gzipped = (
+        shared
+        and getattr(settings, "PAGE_CACHE_SECONDS", 300) > 0
+        and "gzip" in request.headers.get("Accept-Encoding", "")
+    )
+    return anonymous, shared, gzipped
 
 
 def _key(request: HttpRequest, versions, anonymous: bool, gzipped: bool) -> str:

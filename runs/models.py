@@ -571,6 +571,19 @@ class EvidenceEventQuerySet(AppendOnlyQuerySet):
             .first()
         )
 
+    def basis_of(self, run, latest) -> EvidenceEvent | None:
+        """Where the newest event found something that did not move the level (a later
+        process that could only check a settled verdict), the newest event that found what
+        the level is: the rerun the level rests on. None when the newest event is that one."""
+        if latest is None or latest.outcome == run.evidence:
+            return None
+        return (
+            self.filter(run=run, outcome=run.evidence)
+            .select_related("controlled_run")
+            .order_by("-created_at", "-id")
+            .first()
+        )
+
     def host_dominated_factors(self, run_ids) -> dict[int, float]:
         """{run id: factor} for runs whose newest such event found the published median a
         multiple of the GPU's device time (runs.evidence, "The source's host")."""

@@ -410,3 +410,25 @@ def test_a_new_point_of_the_cell_retires_the_cached_run_page(client, settings):
     RunFactory(source=ci, publication=PublicationFactory(source=ci, slug="c2", sequence=2), rank=1)
     response = client.get(url)
     assert response["X-Page-Cache"] == "miss" and " c2" in text_of(response)
+
+
+@pytest.mark.django_db
+def test_a_level_that_a_later_rerun_did_not_move_says_which_rerun_it_rests_on(client):
+    """A reproduced run whose later process could only check: the badge says reproduced, and
+    the page shows the rerun that found it before the one that did not move it."""
+    from runs.evidence import Outcome, evidence_apply
+
+    run = RunFactory()
+    apply = evidence_apply
+    apply(run=run, controlled_run=None, cause="c1",
+          outcome=Outcome("reproduced", {"why": "within the 5% tolerance, 1.2% off"}))  # fmt: skip
+    page = text_of(client.get(f"/runs/{run.public_id}/"))
+    assert "rests on" not in page  # the newest rerun is the one the level rests on
+    apply(run=run, controlled_run=None, cause="c2",
+          outcome=Outcome("checked", {"why": "host-bound on our runner"}))  # fmt: skip
+    page = text_of(client.get(f"/runs/{run.public_id}/"))
+    assert "evidence-reproduced" in client.get(f"/runs/{run.public_id}/").content.decode()
+    basis = page.index("The level rests on the rerun of")
+    found, later = page.index("within the 5% tolerance"), page.index("host-bound on our runner")
+    assert basis < found < later
+    assert "found checked, which does not move a settled level" in page

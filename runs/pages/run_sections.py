@@ -43,7 +43,7 @@ def parts(run: Run, verdict) -> dict:
             "leader_claim": claims.pair_in_group(run.group_id, run.public_id, leader)
             if group_has_claims
             else None,
-            "verdict": verdict(run),
+            **_verdicts(run, verdict(run)),
             "manifest_json": manifest_json(run),
         }
 
@@ -51,6 +51,13 @@ def parts(run: Run, verdict) -> dict:
     for name, row in kept_parts["catalogue"].items():
         setattr(run, name, row)
     return kept_parts
+
+
+def _verdicts(run: Run, latest: EvidenceEvent | None) -> dict:
+    """The newest rerun's verdict, and the one the level rests on where the newest did not
+    move it (a reproduced run whose later process could only check: the badge says
+    reproduced, and the page says which rerun found that)."""
+    return {"verdict": latest, "verdict_basis": EvidenceEvent.objects.basis_of(run, latest)}
 
 
 def history(run: Run) -> dict:

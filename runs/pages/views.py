@@ -133,6 +133,7 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         {
             "run": run,
             "verdict": parts["verdict"],
+            "verdict_basis": parts.get("verdict_basis"),  # absent from parts kept before it
             "panels": run_extensions.render_panels(request, run),
             "leader": parts["leader"],
             "leader_claim": parts["leader_claim"],

@@ -39,6 +39,7 @@ RESET = "*"  # the payload sent when versions can go back (runs_version emptied)
 # Bounds the copy; dropping it is always safe (the next requests read the table again).
 MAX_SCOPES = 100_000
 RETRY_SECONDS = 2.0
+MAX_RETRY_SECONDS = 60.0
 # A quiet connection is checked this often, and the kernel's keepalives give up on a silent
 # peer within about as long again: the longest a dead server's copy could be believed.
 IDLE_CHECK_SECONDS = 10.0
@@ -170,12 +171,14 @@ def _connect():
 
 
 def _listen(stop: threading.Event) -> None:
+    wait = RETRY_SECONDS
     while not stop.is_set():
         try:
             with _connect() as conn:
                 _listener["backend"] = conn.info.backend_pid
                 conn.execute(f"LISTEN {CHANNEL}")
                 _copy.up()
+                wait = RETRY_SECONDS
                 while not stop.is_set():
                     for note in conn.notifies(timeout=IDLE_CHECK_SECONDS):
                         _copy.told(note.payload)
@@ -186,7 +189,8 @@ def _listen(stop: threading.Event) -> None:
         finally:
             _copy.down()
             _listener["backend"] = None
-        stop.wait(RETRY_SECONDS)
+        stop.wait(wait)
+        wait = min(wait * 2, MAX_RETRY_SECONDS)  # a server that stays down: a line a minute
 
 
 def stop() -> None:

@@ -45,9 +45,7 @@ def main() -> None:
         if time.monotonic() > deadline:
             sys.exit("the listener did not start")
         time.sleep(0.01)
-    params = connection.get_connection_params()
-    keep = ("dbname", "user", "password", "host", "port")
-    writer = psycopg.connect(autocommit=True, **{k: params[k] for k in keep if params.get(k)})
+    writer = psycopg.connect(autocommit=True, **pushed_versions.connection_params())
     copy = pushed_versions._copy
     lags = []
     try:

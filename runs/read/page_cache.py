@@ -34,8 +34,11 @@ def public_page(view=None, *, reads=None):
         if request.method not in ("GET", "HEAD"):
             return view(request, *args, **kwargs)
         scopes = reads(**kwargs) if reads else freshness.EVERY_OTHER_PAGE
-        anonymous, stateless, gzipped = _reader(request)
+        anonymous, stateless = _reader(request)
         use_cache = stateless and getattr(settings, "PAGE_CACHE_SECONDS", 300) > 0
+        # Cached pages are stored compressed for clients that take gzip, so a hit is not
+        # compressed again on every request; each encoding is its own entry and ETag.
+        gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
         # Only a reader who cannot have written takes the versions pushed to this process
         # (a notification's trip behind the commit); the others read the table itself.
         versions = freshness.current(scopes, pushed=stateless)
@@ -75,8 +78,8 @@ def public_page(view=None, *, reads=None):
     return wrapper
 
 
-def _reader(request: HttpRequest) -> tuple[bool, bool, bool]:
-    """(anonymous, anonymous with no state of its own: may share the page cache, gzipped)."""
+def _reader(request: HttpRequest) -> tuple[bool, bool]:
+    """(anonymous, anonymous with no state of its own: may share the page cache)."""
     # Without a session cookie or credentials the reader is anonymous: no need to load the
     # session (and to add Vary: Cookie from it) just to learn that.
     anonymous = (
@@ -91,15 +94,7 @@ def _reader(request: HttpRequest) -> tuple[bool, bool, bool]:
         or "messages" in request.COOKIES
         or "Authorization" in request.headers
     )
-    shared = anonymous and stateless
-    # Cached pages are stored compressed for clients that take gzip, so a hit is not
-    # compressed again on every request; each encoding is its own entry and ETag.
-    gzipped = (
-        shared
-        and getattr(settings, "PAGE_CACHE_SECONDS", 300) > 0
-        and "gzip" in request.headers.get("Accept-Encoding", "")
-    )
-    return anonymous, shared, gzipped
+    return anonymous, anonymous and stateless
 
 
 def _key(request: HttpRequest, versions, anonymous: bool, gzipped: bool) -> str:

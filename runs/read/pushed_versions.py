@@ -14,8 +14,7 @@ Why this cannot serve a page older than its data for longer than a notification 
 - A read never overwrites what a notification put there (it could be older than it).
 - When the connection drops, the copy is dropped with it and every request reads the table
   until a new LISTEN is up: nothing missed in between is ever served.
-So the copy lags a commit by the notification's trip (tests/test_pushed_versions.py measures
-it). Only anonymous readers use it (page_cache.public_page): a signed-in reader or a worker,
+So the copy lags a commit by the notification's trip (bench/pushed_versions.py measures it). Only anonymous readers use it (page_cache.public_page): a signed-in reader or a worker,
 the only ones who write, always read the table, so nobody misses their own write.
 
 On SQLite, with KERNELINDEX_PUSHED_VERSIONS=0, and in the test suite (whose transactions never
@@ -64,28 +63,26 @@ class Copy:
     def up(self) -> None:
         """LISTEN has taken effect: from now on a read of the table can be kept."""
         with self.lock:
-            self.values.clear()
-            self.generation += 1
+            self._forget()
             self.live = True
 
     def down(self) -> None:
         with self.lock:
-            self.values.clear()
-            self.generation += 1
+            self._forget()
             self.live = False
 
     def told(self, payload: str) -> None:
-        if payload == RESET:
-            with self.lock:
-                self.values.clear()
-                self.generation += 1
-            return
-        scope, value, at = parse(payload)
         with self.lock:
-            if len(self.values) >= MAX_SCOPES:
-                self.values.clear()
-                self.generation += 1
-            self.values[scope] = (value, at)
+            if payload == RESET or len(self.values) >= MAX_SCOPES:
+                self._forget()
+            if payload != RESET:
+                scope, value, at = parse(payload)
+                self.values[scope] = (value, at)
+
+    def _forget(self) -> None:
+        """Empty the copy, and keep no read that began before (caller holds the lock)."""
+        self.values.clear()
+        self.generation += 1
 
     def lookup(self, scopes, read) -> dict[str, tuple[int, datetime | None]] | None:
         """{scope: (value, changed_at)} for these scopes, or None when no LISTEN is up.
@@ -140,9 +137,8 @@ def enabled() -> bool:
     )
 
 
-def _connect():
-    import psycopg
-
+def connection_params() -> dict:
+    """The default database's connection settings, as psycopg.connect takes them."""
     params = connections["default"].get_connection_params()
     keep = (
         "dbname",
@@ -158,6 +154,12 @@ def _connect():
         "service",
         "options",
     )
+    return {k: v for k, v in params.items() if k in keep and v not in (None, "")}
+
+
+def _connect():
+    import psycopg
+
     return psycopg.connect(
         autocommit=True,
         application_name="kernelindex-versions",
@@ -166,7 +168,7 @@ def _connect():
         keepalives_idle=int(IDLE_CHECK_SECONDS),
         keepalives_interval=2,
         keepalives_count=3,
-        **{k: v for k, v in params.items() if k in keep and v not in (None, "")},
+        **connection_params(),
     )
 
 

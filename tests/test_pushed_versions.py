@@ -129,7 +129,9 @@ def _data_version() -> int:
 
 def _settled(scopes) -> None:
     """Wait until every commit so far has reached the copy (a factory's inserts each commit,
-    and their notifications may still be on their way)."""
+    and their notifications may still be on their way). For scopes the copy holds: a request
+    through it has read them (a scope an earlier test committed and nobody has read since is
+    in the table and not in the copy)."""
     copy = pushed_versions._copy
     table = {scope: (value, at) for scope, value, at in freshness._read(tuple(scopes))}
     assert _until(
@@ -141,10 +143,11 @@ def _settled(scopes) -> None:
 def test_an_anonymous_cached_page_asks_the_database_nothing(client, listening):
     run = RunFactory()
     url = f"/runs/{run.public_id}/"
-    # The factory's last commits may still be on their way: a page stored under a version
-    # the copy then moves past is, rightly, a miss the next time.
+    assert client.get(url)["X-Page-Cache"] == "miss"  # and the copy holds the page's scopes
+    # The factory's last commits may still have been on their way: a page stored under a
+    # version the copy then moved past is, rightly, a miss the next time.
     _settled(freshness.run_page(run.public_id))
-    assert client.get(url)["X-Page-Cache"] == "miss"
+    client.get(url)  # stored under the settled versions
     with CaptureQueriesContext(connection) as queries:
         response = client.get(url)
     assert response["X-Page-Cache"] == "hit"

@@ -12,6 +12,9 @@ Selections:
   upstream CI run that has NVIDIA H200 rows, for every kernel, pass, metric and provider the
   runner supports (1,828 rows at commit 02bac05: every kernel name of those rows).
 - `unjudged-h200`: the rows of `all-h200` that carry no verdict yet.
+- `one-process-h200`: the latency rows of `all-h200` that fewer than two independent runner
+  processes have timed (recorded results; `repeats/` files are not recorded). A latency
+  verdict should rest on two processes at least.
 - `first`: the 2026-11-29 batch: the example workload and, for rope, rms_norm and swiglu,
   one workload of that CI run.
 """
@@ -24,6 +27,7 @@ import os
 import secrets
 import sys
 import uuid
+from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -74,6 +78,30 @@ def selected_unjudged_h200():
     yield from (run for run in selected_all_h200() if run.evidence == Evidence.REPORTED)
 
 
+def selected_one_process_h200():
+    """The latency rows of `all-h200` timed by fewer than two runner processes."""
+    from runs.models import EvidenceEvent
+
+    runs = [run for run in selected_all_h200() if run.metric == "latency"]
+    processes = defaultdict(set)
+    events = EvidenceEvent.objects.filter(run__in=runs, controlled_run__isnull=False)
+    for run_id, pk, process in events.values_list("run_id", "pk", "facts__process"):
+        # Results of runners before process ids: each was its own batch's process.
+        processes[run_id].add(process or f"event {pk}")
+    yield from (run for run in runs if len(processes[run.pk]) < 2)
+
+
+def interleaved(runs):
+    """The runs round-robin over kernel, each kernel's in their order, so that a batch cut
+    short by its budget still covers every kernel."""
+    by_kernel = defaultdict(list)
+    for run in runs:
+        by_kernel[run.benchmark.slug].append(run)
+    queues = list(by_kernel.values())
+    for i in range(max((len(q) for q in queues), default=0)):
+        yield from (q[i] for q in queues if i < len(q))
+
+
 def selected_first():
     from runs.models import Run
 
@@ -102,6 +130,7 @@ def selected_first():
 SELECTIONS = {
     "all-h200": selected_all_h200,
     "unjudged-h200": selected_unjudged_h200,
+    "one-process-h200": selected_one_process_h200,
     "first": selected_first,
 }
 
@@ -114,6 +143,9 @@ def main() -> None:
         "--selection", choices=sorted(SELECTIONS), default="all-h200", help="see the docstring"
     )
     parser.add_argument("--kernels", default="", help="comma-separated benchmark slugs only")
+    parser.add_argument(
+        "--interleave", action="store_true", help="round-robin over kernel (see interleaved)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
     import django
@@ -128,6 +160,8 @@ def main() -> None:
     if args.kernels:
         wanted = set(args.kernels.split(","))
         selected = (run for run in selected if run.benchmark.slug in wanted)
+    if args.interleave:
+        selected = interleaved(selected)
     width = 2 if args.selection == "first" else 4
     for n, run in enumerate(selected, start=1):
         # An unsaved job: `rerun load-demo` creates the row from the file, with this uuid and

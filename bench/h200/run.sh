@@ -20,6 +20,10 @@
 #   --budget S          start no job after S seconds in all (default 540: the device allows
 #                       600 per command)
 #   --python EXE        interpreter (default python3; --dry-run: .venv/bin/python if present)
+#   --cache DIR         the compile caches, DIR/triton and DIR/inductor (default: a folder
+#                       under $TMPDIR). A later call on a fresh host that brings the same
+#                       folder back compiles nothing it compiled before: the same kernels,
+#                       loaded instead of built, so nothing measured changes
 #
 # Jobs are grouped by the liger-kernel release they ask for: one Python process can import
 # one release only, so each group runs in its own process.
@@ -39,6 +43,7 @@ repeats=2
 limit=""
 budget=540
 python=""
+cache=""
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,7 +57,8 @@ while [ $# -gt 0 ]; do
     --limit) limit="$2"; shift ;;
     --budget) budget="$2"; shift ;;
     --python) python="$2"; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --cache) cache="$2"; shift ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -127,7 +133,10 @@ for whl in .whl/*.whl; do
   esac
 done
 export PYTHONPATH="$repo:$wheels/site${PYTHONPATH:+:$PYTHONPATH}"
-export KIRUNNER_LIGER_ROOT="$wheels/liger" TRITON_CACHE_DIR="$wheels/triton-cache"
+cache="${cache:-$wheels/compile-cache}"
+mkdir -p "$cache/triton" "$cache/inductor"
+export KIRUNNER_LIGER_ROOT="$wheels/liger" TRITON_CACHE_DIR="$cache/triton" \
+  TORCHINDUCTOR_CACHE_DIR="$cache/inductor"
 export PYTHONUNBUFFERED=1
 
 run_args=()
@@ -139,6 +148,7 @@ if [ "$mode" = dry-run ]; then run_args=(--cpu --rep 5); fi
   echo "python: $("$python" -c 'import sys; print(sys.version.split()[0], sys.executable)')"
   "$python" -m pip list 2>/dev/null | grep -iE '^(torch|triton|transformers|liger|numpy|nvidia-ml-py) ' || true
   echo "liger releases: $(ls "$wheels/liger" | tr '\n' ' ')"
+  echo "compile cache: $(find "$cache" -type f | wc -l) files in $cache at the start"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.limit --format=csv
 } > "$out_dir/env.txt" 2>&1
 say "$(tr '\n' ';' < "$out_dir/env.txt")"

@@ -196,6 +196,7 @@ _PHASE_OF = (
     ("checking", "check"),
     ("measuring", "measure"),
     ("diagnostics", "diagnostics"),
+    ("device time", "deviceTime"),
 )
 
 
@@ -484,12 +485,13 @@ def _latency_cuda(
         m = harness.latency_cuda(fn, rep=rep, quantiles=case.quantiles, grad_to_none=grad_to_none)
     windows["doBench"] = sampler.window()
     median_ms = harness.quantile_linear(m.samples, 0.5)
-    progress("diagnostics: host enqueue time, L2 flush, cold device time")
+    progress("diagnostics: host enqueue time")
     diagnostics = _diagnose_host(fn, grad_to_none, median_ms)
     # The device-time case is built afresh: free the do_bench one first, or the largest
     # workloads (16 GiB of logits) do not fit twice.
     del fn, grad_to_none
     _free("cuda")
+    progress("device time: L2 flush and cold device time")
     with power.Sampler(index) as sampler:
         _diagnose_device(
             diagnostics,

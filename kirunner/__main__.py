@@ -262,7 +262,8 @@ REFUSED_FILE = "capture-refused.txt"
 
 
 def _refused_captures(out_dir: Path) -> dict[str, str]:
-    """Kernel/pass keys whose capture tainted an earlier process of this batch, with the job."""
+    """Kernel/pass keys whose capture tainted an earlier process, with the job that did: this
+    batch's own, or another batch's on the same host that `run.sh --refused` brought in."""
     path = out_dir / REFUSED_FILE
     if not path.exists():
         return {}
@@ -282,7 +283,7 @@ def _refuse_for(job: dict[str, Any], refused: dict[str, str]) -> None:
         None
         if by is None
         else f"a capture of this kernel and pass failed part-way in {by}, "
-        "an earlier process of this batch, and tainted it: profiled instead"
+        "an earlier process, and tainted it: profiled instead"
     )
 
 

@@ -24,6 +24,10 @@
 #                       under $TMPDIR). A later call on a fresh host that brings the same
 #                       folder back compiles nothing it compiled before: the same kernels,
 #                       loaded instead of built, so nothing measured changes
+#   --refused FILE      kernel/pass captures that tainted a process of an earlier batch
+#                       (lines "kernel/pass<TAB>batch/job"): profiled here from the first job,
+#                       rather than costing this batch a process and a device time each.
+#                       The batch's own refusals are appended to FILE at the end
 #
 # Jobs are grouped by the liger-kernel release they ask for: one Python process can import
 # one release only, so each group runs in its own process.
@@ -38,12 +42,13 @@ jobs_dir=""
 key_file=""
 unsigned=0
 out_dir="${OUT:-}"
-work_dir="bench/out/work"
+work_dir=""
 repeats=2
 limit=""
 budget=540
 python=""
 cache=""
+refused=""
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,7 +63,8 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift ;;
     --python) python="$2"; shift ;;
     --cache) cache="$2"; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --refused) refused="$2"; shift ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -69,7 +75,7 @@ if [ "$mode" = dry-run ]; then
   jobs_dir="${jobs_dir:-bench/h200/examples}"
   limit="${limit:-4}"
   [ -n "$out_dir" ] || out_dir="bench/out/dry-run"
-  work_dir="bench/out/dry-run-work"
+  work_dir="${work_dir:-bench/out/dry-run-work}"
   if [ -z "$python" ]; then
     if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python3; fi
   fi
@@ -78,12 +84,23 @@ else
   [ -n "$out_dir" ] || out_dir="bench/out/h200"
   python="${python:-python3}"
 fi
+work_dir="${work_dir:-bench/out/work}"
 mkdir -p "$out_dir" "$work_dir/results" "$work_dir/logs"
 out_dir="$(cd "$out_dir" && pwd)"
 work_dir="$(cd "$work_dir" && pwd)"
 log="$out_dir/run.log"
 : > "$log"
 say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$log"; }
+
+# A capture that fails part-way fails again in a fresh process (docs/runner.md), so what an
+# earlier batch learnt holds here: take its refusals whose kernel/pass this batch lacks.
+refused_here="$work_dir/results/capture-refused.txt"
+if [ -n "$refused" ] && [ -s "$refused" ]; then
+  touch "$refused_here"
+  while IFS=$'\t' read -r key by; do
+    grep -q "^$key"$'\t' "$refused_here" || printf '%s\t%s\n' "$key" "$by" >> "$refused_here"
+  done < "$refused"
+fi
 
 shopt -s nullglob
 jobs=("$jobs_dir"/*.json)
@@ -194,6 +211,13 @@ for r in $(seq 1 "$repeats"); do
   done
 done
 
+if [ -n "$refused" ] && [ -s "$refused_here" ]; then
+  batch="$(basename "$(cd "$jobs_dir/.." && pwd)")"
+  touch "$refused"
+  while IFS=$'\t' read -r key by; do
+    grep -q "^$key"$'\t' "$refused" || printf '%s\t%s/%s\n' "$key" "$batch" "$by" >> "$refused"
+  done < "$refused_here"
+fi
 cp "$log" "$work_dir/logs/run-$(date +%s).log"
 tar -czf "$out_dir/results.tar.gz" -C "$work_dir" results logs
 say "results: $(ls "$work_dir/results" | wc -l) files; wrote $out_dir/results.tar.gz ($(du -k "$out_dir/results.tar.gz" | cut -f1) KiB)"

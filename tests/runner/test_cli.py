@@ -185,3 +185,53 @@ def test_a_tainting_capture_is_profiled_in_the_next_process(tmp_path):
         assert diagnose._capture_refused is None
     finally:
         diagnose.refuse_capture(None)
+
+
+def test_run_sh_brings_in_an_earlier_batchs_refusals_and_hands_on_its_own(tmp_path):
+    """`run.sh --refused FILE`: a kernel and pass whose capture tainted a process of an
+    earlier batch on the host is refused here from the first job, and a refusal this batch
+    learnt goes back to FILE, named by batch and job, for the batches after it."""
+    batch = tmp_path / "h200-test"
+    (batch / "jobs").mkdir(parents=True)
+    example = sorted((REPO / "bench/h200/examples").glob("*.json"))[0]
+    (batch / "jobs" / example.name).write_text(example.read_text())
+    work = tmp_path / "work"
+    (work / "results").mkdir(parents=True)
+    # As if an earlier process of this batch had been tainted by a rope backward capture.
+    (work / "results" / "capture-refused.txt").write_text("rope/backward\t0007-rope.r1.json\n")
+    refused = tmp_path / "refused.txt"
+    refused.write_text("geglu/backward\th200-earlier/0313-geglu.r1.json\n")
+    run = subprocess.run(
+        [
+            "bash",
+            str(REPO / "bench/h200/run.sh"),
+            "--dry-run",
+            "--repeats",
+            "1",
+            "--jobs",
+            str(batch / "jobs"),
+            "--work",
+            str(work),
+            "--out",
+            str(tmp_path / "out"),
+            "--refused",
+            str(refused),
+            "--python",
+            sys.executable,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    here = (work / "results" / "capture-refused.txt").read_text().splitlines()
+    assert here == [
+        "rope/backward\t0007-rope.r1.json",
+        "geglu/backward\th200-earlier/0313-geglu.r1.json",
+    ]
+    assert refused.read_text().splitlines() == [
+        "geglu/backward\th200-earlier/0313-geglu.r1.json",
+        "rope/backward\th200-test/0007-rope.r1.json",
+    ]
+    assert (tmp_path / "out" / "results.tar.gz").exists()

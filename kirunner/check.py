@@ -32,6 +32,14 @@ kind of output that the plain RMS-scaled bound misjudges):
   miss the bound must all be at such ties, each no larger than the sign function's
   magnitude max|ref| (`mismatchesAwayFromTies` counts those that are not), and be at most
   `maxFraction` of the tensor.
+- `AtSupportEdge` (gradients through a support chosen by a threshold, e.g. sparsemax's): an
+  element may miss the bound only in a slice (a row, along the kernel's dimension) where an
+  element of the reference's input lies within rounding of the reference's threshold,
+  |z - tau| <= ulps * eps(dtype) * (max|z| + 1) over the slice; there the implementation's
+  rounded threshold may take that element into the support or leave it out, which changes the
+  gradient of the whole slice (its mean over the support). Every element that misses must be
+  in such a slice (`mismatchesAwayFromTies` counts those that are not), and the misses at
+  most `maxFraction` of the tensor.
 """
 
 from __future__ import annotations
@@ -45,7 +53,14 @@ if TYPE_CHECKING:
 
     from .kernels import Impl, KernelSpec
 
-__all__ = ["TOLERANCES", "CheckResult", "SignAtTies", "SupportScaled", "run_check"]
+__all__ = [
+    "TOLERANCES",
+    "AtSupportEdge",
+    "CheckResult",
+    "SignAtTies",
+    "SupportScaled",
+    "run_check",
+]
 
 # dtype label -> (atol in units of RMS(ref), rtol)
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -91,10 +106,36 @@ class SignAtTies:
         }
 
 
+@dataclass(frozen=True)
+class AtSupportEdge:
+    """For a gradient through a thresholded support: misses of the bound allowed only in the
+    slices whose support decision is within rounding (module doc).
+
+    `edges(ref_views, width)` gives a boolean tensor shaped like the output, True across every
+    slice with an element z of the reference's input at |z - tau| <= width * (max|z| + 1)."""
+
+    edges: Callable[[dict, float], Any]
+    ulps: float = 64.0
+    max_fraction: float = 1e-4
+
+    def describe(self, dtype: str) -> dict[str, Any]:
+        return {
+            "rule": "at_support_edge",
+            "tie": "a slice with |z-tau| <= ulps*eps*(max|z|+1), z and tau the reference's",
+            "ulps": self.ulps,
+            "eps": EPS[dtype],
+            "maxFraction": self.max_fraction,
+        }
+
+
 CRITERION = "|impl-ref| <= atol*RMS(ref) + rtol*|ref| elementwise; no NaN/Inf"
 # Appended to CRITERION only when a family names a rule, so results that use none keep the
 # text every earlier result carries.
 RULES_NOTE = "; an output with a `rule` is judged by it (docs/runner.md, Correctness check)"
+
+
+# The rules that allow misses where a mask says (_tie_chunks).
+_TIE_RULES = (SignAtTies, AtSupportEdge)
 
 
 @dataclass
@@ -119,7 +160,7 @@ def _compare(
     got: torch.Tensor | None,
     want: torch.Tensor,
     tol: tuple[float, float],
-    rule: SupportScaled | SignAtTies | None = None,
+    rule: SupportScaled | SignAtTies | AtSupportEdge | None = None,
     ctx: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One checked tensor; `ctx` carries the dtype label and, for SignAtTies, the reference's
@@ -157,11 +198,12 @@ def _compare(
         entry["problem"] = "NaN or Inf in implementation output"
         return entry
     stats = _Stats()
-    ties = _tie_chunks(rule, ctx, w.numel()) if isinstance(rule, SignAtTies) else None
+    ties = _tie_chunks(rule, ctx, w.numel()) if isinstance(rule, _TIE_RULES) else None
     for i in range(0, w.numel(), _CHUNK):
         gc = g[i : i + _CHUNK].to(torch.float64)
         wc = w[i : i + _CHUNK].to(torch.float64)
-        stats.add(gc, wc, atol * scale + rtol * wc.abs(), None if ties is None else ties(i))
+        tie = None if ties is None else ties(i)
+        stats.add(gc, wc, atol * scale + rtol * wc.abs(), tie, isinstance(rule, SignAtTies))
     entry.update(
         passed=stats.passed(rule, w.numel()),
         maxAbsErr=stats.max_abs,
@@ -183,9 +225,10 @@ class _Stats:
     at_zeros: float = 0.0  # max |impl| where ref == 0
     misses: int = 0  # elements over the bound
     misses_off_tie: int = 0  # ... where the reference's argument is not at a tie
+    at_tie: int = 0  # elements where a miss is allowed
     worst_off_tie: float = 0.0
 
-    def add(self, gc: Any, wc: Any, bound: Any, tie: Any) -> None:
+    def add(self, gc: Any, wc: Any, bound: Any, tie: Any, sign_rule: bool = False) -> None:
         diff = (gc - wc).abs()
         ratio = diff / bound
         self.max_abs = max(self.max_abs, float(diff.max()))
@@ -197,36 +240,49 @@ class _Stats:
         over = ratio > 1
         self.misses += int(over.sum())
         if tie is not None:
-            # At a tie the element may take any value of c * sign (-c, 0 or c), nothing larger.
-            big = gc.abs() > float(wc.abs().max()) + bound
-            self.misses_off_tie += int((over & (~tie | big)).sum())
+            off_tie = over & ~tie
+            if sign_rule:
+                # At a tie the element may take any value of c * sign (-c, 0 or c), nothing
+                # larger.
+                off_tie |= over & (gc.abs() > float(wc.abs().max()) + bound)
+            self.misses_off_tie += int(off_tie.sum())
+            self.at_tie += int(tie.sum())
             off = ratio[~tie]
             if off.numel():
                 self.worst_off_tie = max(self.worst_off_tie, float(off.max()))
 
     def passed(self, rule: Any, n: int) -> bool:
-        if isinstance(rule, SignAtTies):
+        if isinstance(rule, _TIE_RULES):
             return self.misses_off_tie == 0 and self.misses <= rule.max_fraction * n
         return self.worst <= 1.0
 
     def extra(self, rule: Any, n: int) -> dict[str, Any]:
         if isinstance(rule, SupportScaled):
             return {"maxAtZeros": self.at_zeros}
-        if isinstance(rule, SignAtTies):
-            return {
+        if isinstance(rule, _TIE_RULES):
+            extra = {
                 "mismatches": self.misses,
                 "mismatchFraction": self.misses / n if n else 0.0,
                 "mismatchesAwayFromTies": self.misses_off_tie,
                 "worstRatioAwayFromTies": self.worst_off_tie,
             }
+            if isinstance(rule, AtSupportEdge):
+                extra["edgeFraction"] = self.at_tie / n if n else 0.0
+            return extra
         return {}
 
 
-def _tie_chunks(rule: SignAtTies, ctx: dict[str, Any], n: int) -> Callable[[int], Any]:
-    """For chunk offset i, a boolean mask of the elements where the reference's argument
-    a - b is within rounding of zero."""
+def _tie_chunks(
+    rule: SignAtTies | AtSupportEdge, ctx: dict[str, Any], n: int
+) -> Callable[[int], Any]:
+    """For chunk offset i, a boolean mask of the elements where a miss is allowed: the
+    reference's argument a - b within rounding of zero (SignAtTies), or the element's slice at
+    its support's edge (AtSupportEdge)."""
     import torch
 
+    if isinstance(rule, AtSupportEdge):
+        edge = rule.edges(ctx["ref_views"], rule.ulps * EPS[ctx["dtype"]]).reshape(-1)
+        return lambda i: edge[i : i + _CHUNK]
     a, b = (t.detach().reshape(-1) for t in rule.operands(ctx["ref_views"]))
     width = rule.ulps * EPS[ctx["dtype"]]
 

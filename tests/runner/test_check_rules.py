@@ -11,9 +11,21 @@ import pytest
 import torch
 
 from kirunner import kernels
-from kirunner.check import TOLERANCES, SignAtTies, SupportScaled, _compare, run_check
+from kirunner.check import (
+    TOLERANCES,
+    AtSupportEdge,
+    SignAtTies,
+    SupportScaled,
+    _compare,
+    run_check,
+)
 from kirunner.families.divergence import DivergenceSpec
-from kirunner.families.sparsemax import SparsemaxSpec, reference_sparsemax
+from kirunner.families.sparsemax import (
+    SparsemaxSpec,
+    _threshold,
+    reference_sparsemax,
+    support_edges,
+)
 
 FP32 = TOLERANCES["fp32"]
 
@@ -175,7 +187,10 @@ def test_sparsemax_torch_passes_and_records_its_rule():
     result = _check("sparsemax", SPARSEMAX)
     y = _entry(result, "y")
     assert y["criterion"]["rule"] == "support_scaled" and y["passed"]
-    assert "criterion" not in _entry(result, "grad_x")  # the gradient keeps the default
+    grad = _entry(result, "grad_x")
+    assert grad["criterion"]["rule"] == "at_support_edge"
+    # Random rows: no element within rounding of its row's threshold, and no miss.
+    assert grad["edgeFraction"] == 0 and grad["mismatches"] == 0
     assert result.passed
 
 
@@ -185,6 +200,71 @@ def test_sparsemax_with_a_wrong_support_fails(monkeypatch):
     )
     y = _entry(_check("sparsemax", SPARSEMAX, mode="forward"), "y")
     assert not y["passed"]
+
+
+# -- sparsemax's gradient: AtSupportEdge -------------------------------------------------
+SPARSEMAX_ROWS = {"batch": 2, "seq": 64, "V": 4096, "dim": -1, "dtype": "fp32"}  # 128 rows
+
+
+def _edges_in_rows(monkeypatch, rows):
+    """Move each listed row's smallest element to the row's float64 threshold as float32
+    rounds it: float32 and float64 then may disagree on whether it is in the support. With
+    seed 1, torch's float32 sparsemax counts it otherwise in rows 0 and 2, not in row 1."""
+    original = SparsemaxSpec.make_inputs
+
+    def make_inputs(self, wl, device, gen):
+        raw = original(self, wl, device, gen)
+        x = raw["x"]
+        for r in rows:
+            z = x[r].to(torch.float64)
+            x[r, z.argmin()] = float(_threshold(z.unsqueeze(0)))
+        return raw
+
+    monkeypatch.setattr(SparsemaxSpec, "make_inputs", make_inputs)
+
+
+def test_sparsemax_gradient_passes_where_float32_takes_an_edge_element_otherwise(monkeypatch):
+    _edges_in_rows(monkeypatch, [0, 1, 2])
+    grad = _entry(_check("sparsemax", SPARSEMAX_ROWS), "grad_x")
+    # The failure mode of the held GPU result: the plain bound missed many times over ...
+    assert grad["worstRatio"] > 1000 and grad["mismatches"] > 0
+    # ... only in rows at their support's edge (these three rows), so the rule passes it.
+    assert grad["mismatchesAwayFromTies"] == 0
+    assert grad["edgeFraction"] == pytest.approx(3 / 128)
+    assert grad["passed"]
+
+
+def _sparsemax_grad(z, dy, support):
+    """dy minus its mean over the support, on the support."""
+    s = support.to(z.dtype)
+    return s * (dy - (s * dy).sum(-1, keepdim=True) / s.sum(-1, keepdim=True))
+
+
+def test_at_support_edge_fails_a_wrong_support_away_from_the_edge():
+    x, y = _sparse_rows(v=4096, rows=4)
+    x[0, 0] = float(_threshold(x[:1]))  # row 0's first element exactly at its threshold
+    y = reference_sparsemax(x, -1)
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(4), dtype=x.dtype)
+    support = y > 0
+    want = _sparsemax_grad(x, dy, support)
+    rule = AtSupportEdge(lambda v, width: support_edges(v["x"], -1, width), max_fraction=0.01)
+    ctx = {"dtype": "fp32", "ref_views": {"x": x}}
+    flipped = support.clone()
+    flipped[0, 0] = ~flipped[0, 0]  # at the edge: allowed
+    entry = _compare("grad_x", _sparsemax_grad(x, dy, flipped), want, FP32, rule, ctx)
+    assert entry["mismatches"] > 0 and entry["passed"], entry
+    # Row 1's smallest element taken into its support: far from the edge, so it fails.
+    flipped[1, x[1].argmin()] = True
+    entry = _compare("grad_x", _sparsemax_grad(x, dy, flipped), want, FP32, rule, ctx)
+    assert entry["mismatchesAwayFromTies"] > 0 and not entry["passed"]
+
+
+def test_at_support_edge_fails_misses_over_its_fraction_even_at_edges(monkeypatch):
+    _edges_in_rows(monkeypatch, range(128))  # every row at an edge: 28 of them flip
+    grad = _entry(_check("sparsemax", SPARSEMAX_ROWS), "grad_x")
+    assert grad["mismatchesAwayFromTies"] == 0
+    assert grad["mismatchFraction"] > grad["criterion"]["maxFraction"]
+    assert not grad["passed"]
 
 
 def test_families_without_rules_keep_the_old_criterion_text():

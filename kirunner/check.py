@@ -163,8 +163,8 @@ def _compare(
     rule: SupportScaled | SignAtTies | AtSupportEdge | None = None,
     ctx: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One checked tensor; `ctx` carries the dtype label and, for SignAtTies, the reference's
-    views."""
+    """One checked tensor; `ctx` carries the dtype label and, for the rules that allow misses
+    at ties (SignAtTies, AtSupportEdge), the reference's views."""
     import torch
 
     atol, rtol = tol

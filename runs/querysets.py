@@ -15,6 +15,14 @@ HISTORY_FIELDS = ("pk", "public_id", "median", "observed_at", "publication__slug
                   "publication_id", "publication__sequence", "source_id")  # fmt: skip
 
 
+def public_id_or_404(public_id: str) -> str:
+    """A run id as a URL gives it, or a 404 that says what one looks like (before any query
+    or cache lookup is made of it)."""
+    if not PUBLIC_ID.match(public_id):
+        raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
+    return public_id
+
+
 class RunQuerySet(models.QuerySet):
     def public(self) -> RunQuerySet:
         """Current revisions only: what the site shows and ranks."""
@@ -29,8 +37,7 @@ class RunQuerySet(models.QuerySet):
     def current_or_404(self, public_id: str):
         """The current revision of the run with this public id, for every page and form that
         names a run in its URL; a malformed id and an unknown one get 404s that say which."""
-        if not PUBLIC_ID.match(public_id):
-            raise Http404("A run id is 8 hexadecimal characters, like 01a0202b.")
+        public_id_or_404(public_id)
         try:
             return self.public().get(public_id=public_id)
         except self.model.DoesNotExist:

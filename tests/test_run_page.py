@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import Evidence, Run
+from runs.pages.units import scale
 from runs.read import freshness
 from tests.factories import (
     BenchmarkFactory,
@@ -432,3 +433,50 @@ def test_a_level_that_a_later_rerun_did_not_move_says_which_rerun_it_rests_on(cl
     found, later = page.index("within the 5% tolerance"), page.index("host-bound on our runner")
     assert basis < found < later
     assert "found checked, which does not move a settled level" in page
+
+
+@pytest.mark.django_db
+def test_a_run_page_asked_for_before_asks_only_its_versions(
+    client, settings, django_assert_num_queries
+):
+    """The run and the page's sections that read the run data only are kept under its version:
+    a later reader asks for the versions alone and gets the same bytes (the manifest too); a
+    write to the run data shows on the next request; a write about the run (a rerun job) shows
+    in its panels and leaves the sections kept."""
+    settings.PAGE_CACHE_SECONDS = 0
+    RunFactory(provider="liger", rank=1, median=100_000)
+    run = RunFactory(provider="huggingface", rank=2, median=200_000)
+    url = f"/runs/{run.public_id}/"
+    first = client.get(url)
+    assert first.status_code == 200
+    with django_assert_num_queries(1):
+        again = client.get(url)
+    assert again.content == first.content
+    with django_assert_num_queries(1):
+        manifest = client.get(f"/runs/{run.public_id}.json")
+    assert manifest.json()["run"]["metadata"]["name"] == run.name
+
+    Run.objects.filter(pk=run.pk).update(median=600_000)
+    assert scale(600_000, run.unit, "") in text_of(client.get(url))
+
+    before = client.get(url).content
+    job_for(run)
+    with CaptureQueriesContext(connection) as ctx:
+        after = client.get(url).content
+    assert after != before
+    run_queries = [q["sql"] for q in ctx.captured_queries if 'FROM "runs_run"' in q["sql"]]
+    assert not any('"runs_run"."public_id" =' in sql for sql in run_queries)
+
+
+@pytest.mark.django_db
+def test_an_id_that_names_no_run_is_never_kept(client, settings):
+    settings.PAGE_CACHE_SECONDS = 0
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get("/runs/0000abcd/").status_code == 404
+        assert sum('"runs_run"' in q["sql"] for q in ctx.captured_queries) == 1
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get("/runs/not-an-id/")
+    assert response.status_code == 404
+    assert "8 hexadecimal characters" in response.content.decode()
+    assert not any('"runs_run"' in q["sql"] for q in ctx.captured_queries)

@@ -1,15 +1,17 @@
-"""The sections of a run page beside the run itself: its catalogue rows, the cell's history around
-this run (and its chart), the leader of its group, its evidence verdict and the canonical
-manifest. Computed, they are a few queries on indexes (the history reads a window around the
-run, not the whole cell); they read the run data only, so they are kept under its version
-(runs.read.freshness.kept) and a write about this or any run (an attestation, a job) leaves
-them kept.
+"""The sections of a run page that read the run data only: the run with its catalogue rows, the
+cell's history around this run (and its chart), the leader of its group, its evidence verdict
+and the canonical manifest, rendered. Computed, they are a few queries on indexes (the history
+reads a window around the run, not the whole cell); they read the run data only, so they are
+kept under its version (runs.read.freshness.kept) and a write about this or any run (an
+attestation, a job) leaves them kept: the page renders its panels around them.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+
+from django.template.loader import render_to_string
 
 from runs.changes import detect
 from runs.changes.models import CellChange, CellSeries
@@ -18,24 +20,32 @@ from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
 from runs.models import Evidence, EvidenceEvent, Run, Source
 from runs.pages import charts, history_chart
+from runs.querysets import public_id_or_404
 from runs.read import catalogue
 from runs.read.freshness import DATA, kept
+from runs.reference.catalogue import param_order
+from runs.reference.plausibility import floor_for
 
 # Points of the cell's history shown on the run page: the run and its neighbours, up to this
 # many in all; the history page (/runs/<id>/history/) pages through every one.
 HISTORY_SHOWN = 24
 
 
-def parts(run: Run, verdict) -> dict:
-    """The page's parts that read the run data only, kept under its version; the run gets its
-    catalogue rows from them. `verdict(run)` is the evidence event behind the level."""
+def page(public_id: str, verdict) -> dict:
+    """The current run of this id with its catalogue rows, its manifest, and the page's
+    sections that read the run data only, rendered: kept under the data's version by the id,
+    so a reader of a page asked for before pays no query for any of them, only for what else
+    the page shows (its panels, the access date, the frame). `verdict(run)` is the evidence
+    event behind the level. A 404 for an id that names no current run (never kept)."""
 
     def compute() -> dict:
+        run = Run.objects.for_run_page().current_or_404(public_id)
         # Its catalogue rows are those of many other runs: kept apart, under the data version.
         catalogue.attach_kept([run])
         leader, group_has_claims = Run.objects.leader_of(run)
-        return {
-            "catalogue": {name: getattr(run, name) for name in (*catalogue.ATTACHED, "source")},
+        manifest = manifest_json(run)
+        context = {
+            "run": run,
             "history": history(run),
             "leader": leader,
             # The claim judged between this run and its leader, asked for only in a group with
@@ -44,13 +54,30 @@ def parts(run: Run, verdict) -> dict:
             if group_has_claims
             else None,
             **_verdicts(run, verdict(run)),
-            "manifest_json": manifest_json(run),
+            "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
+            "parameters": _ordered_params(run.workload.parameters),
+            "tensors": sorted(run.workload.tensors, key=lambda t: t["name"]),
+            "manifest_json": manifest,
         }
+        sections = {name: render_to_string(f"runs/{t}", context) for name, t in SECTIONS.items()}
+        return {"run": run, "sections": sections, "manifest_json": manifest}
 
-    kept_parts = kept(f"run-sections:{run.pk}", [DATA], compute)
-    for name, row in kept_parts["catalogue"].items():
-        setattr(run, name, row)
-    return kept_parts
+    # Any write to the run data moves the version, so a kept run is still the current one.
+    return kept(f"run-page:{public_id_or_404(public_id)}", [DATA], compute)
+
+
+# The run page's sections that read the run data only (run_detail.html places them between
+# the panels, the citation with its access date and the site's frame).
+SECTIONS = {
+    "lead": "_run_lead.html",  # the title, primary measurement, identity and correctness
+    "evidence": "_evidence.html",  # the level and the verdict behind it
+    "details": "_run_details.html",  # workload, measurements with the history, protocol...
+    "manifest": "_run_manifest.html",
+}
+
+
+def _ordered_params(params: dict) -> list[tuple[str, object]]:
+    return [(k, params[k]) for k in sorted(params, key=param_order) if k != "dtype"]
 
 
 def _verdicts(run: Run, latest: EvidenceEvent | None) -> dict:

@@ -40,8 +40,6 @@ from runs.read.browse import BadQuery, browse
 from runs.read.filters import RunFilter
 from runs.read.freshness import DATA, kept
 from runs.read.page_cache import public_page
-from runs.reference.catalogue import param_order
-from runs.reference.plausibility import floor_for
 
 
 def _canonical(request: HttpRequest) -> str:
@@ -122,9 +120,9 @@ def _home_catalogue() -> dict:
 @require_safe
 @public_page(reads=freshness.run_page)
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = Run.objects.for_run_page().current_or_404(public_id)
-    # What reads the run data only is kept under its version, with the run's catalogue rows.
-    parts = run_sections.parts(run, _verdict)
+    # The run and the sections that read the run data only, kept under its version.
+    page = run_sections.page(public_id, _verdict)
+    run = page["run"]
     # The panels may skip their queries for a run nothing was ever written about.
     run.activity = freshness.run_activity(public_id)
     return render(
@@ -132,16 +130,8 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         "runs/run_detail.html",
         {
             "run": run,
-            "verdict": parts["verdict"],
-            "verdict_basis": parts.get("verdict_basis"),  # absent from parts kept before it
+            "sections": page["sections"],
             "panels": run_extensions.render_panels(request, run),
-            "leader": parts["leader"],
-            "leader_claim": parts["leader_claim"],
-            "history": parts["history"],
-            "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
-            "parameters": _ordered_params(run.workload.parameters),
-            "tensors": sorted(run.workload.tensors, key=lambda t: t["name"]),
-            "manifest_json": parts["manifest_json"],
             "permalink": citation.permalink(run),
             "today": timezone.now().date(),
             "canonical": citation.permalink(run),
@@ -171,10 +161,6 @@ def run_history(request: HttpRequest, public_id: str) -> HttpResponse:
     )
 
 
-def _ordered_params(params: dict) -> list[tuple[str, object]]:
-    return [(k, params[k]) for k in sorted(params, key=param_order) if k != "dtype"]
-
-
 @require_safe
 @public_page
 def run_manifest_json(request: HttpRequest, public_id: str) -> HttpResponse:
@@ -183,11 +169,10 @@ def run_manifest_json(request: HttpRequest, public_id: str) -> HttpResponse:
     wanted = request.GET.get("revision", "")
     if wanted and (not wanted.isdigit() or len(wanted) > 5):
         raise Http404("A revision is a whole number, like 1.")
-    run = Run.objects.for_run_page().current_or_404(public_id)
-    if not wanted or int(wanted) == run.revision:
-        # The current revision's manifest is one of the run page's kept parts.
-        body = run_sections.parts(run, _verdict)["manifest_json"]
-        return HttpResponse(body, content_type="application/json")
+    # The current revision's manifest is kept with the run page's sections.
+    current = run_sections.page(public_id, _verdict)
+    if not wanted or int(wanted) == current["run"].revision:
+        return HttpResponse(current["manifest_json"], content_type="application/json")
     run = get_object_or_404(Run.objects.for_run_page(), public_id=public_id, revision=int(wanted))
     catalogue.attach([run])
     return JsonResponse(run_manifest(run), json_dumps_params={"indent": 2, "ensure_ascii": False})

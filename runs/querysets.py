@@ -179,25 +179,47 @@ class RunQuerySet(models.QuerySet):
 
     def history_sides(self, run, size: int) -> tuple[list[dict], list[dict]]:
         """Up to `size` points of the run's cell on each side of it, nearest first, as rows of
-        HISTORY_FIELDS, in one query: a UNION of the two windows where the database takes a
-        LIMIT inside one (PostgreSQL), else the rows whose ids either window lists (SQLite
-        takes a LIMIT inside IN)."""
-        cell = self.public().filter(history_key=run.history_key).order_by()
-        at = (run.observed_at, run.publication.sequence)
-        earlier = Q(observed_at__lt=at[0]) | Q(observed_at=at[0], publication__sequence__lt=at[1])
-        # The bounds on the time beside `earlier` are what it implies, spelled out as a range
-        # of the run_history index: each side reads its window from the run outwards, no further.
-        before = (cell.filter(earlier, observed_at__lte=at[0])
-                  .order_by("-observed_at", "-publication__sequence")[:size])  # fmt: skip
-        after = (cell.filter(observed_at__gte=at[0]).exclude(earlier)
-                 .order_by("observed_at", "publication__sequence")[:size])  # fmt: skip
-        if connection.features.supports_slicing_ordering_in_compound:
-            rows = before.values(*HISTORY_FIELDS).union(after.values(*HISTORY_FIELDS), all=True)
-        else:
-            either = Q(pk__in=before.values("pk")) | Q(pk__in=after.values("pk"))
-            rows = self.filter(either).order_by().values(*HISTORY_FIELDS)
-        rows = sorted(rows, key=lambda p: (p["observed_at"], p["publication__sequence"]))
-        split = sum(1 for p in rows if (p["observed_at"], p["publication__sequence"]) < at)
+        HISTORY_FIELDS, in one query: two ranges of the run_history index from the run
+        outwards, each stopped after `size` rows. Written as SQL: Django took longer to
+        compile the UNION of two querysets (3 ms) than the database took to run it, and a
+        reader arriving at a run nobody asked for since the last data change pays it."""
+        ops = connection.ops
+        runs = ops.quote_name(self.model._meta.db_table)
+        publications = ops.quote_name(
+            self.model._meta.get_field("publication").related_model._meta.db_table
+        )
+        select = (
+            "SELECT r.id, r.public_id, r.median, r.observed_at, p.slug, r.publication_id, "
+            f"p.sequence, r.source_id FROM {runs} r INNER JOIN {publications} p "
+            "ON r.publication_id = p.id WHERE r.is_current AND r.history_key = %s AND "
+        )
+        earlier = "(r.observed_at < %s OR (r.observed_at = %s AND p.sequence < %s))"
+        # The bound on the time beside `earlier` is what it implies, spelled out as a range of
+        # the run_history index: each side reads its window from the run outwards, no further.
+        sql = (
+            f"SELECT * FROM ({select}r.observed_at <= %s AND {earlier} "
+            "ORDER BY r.observed_at DESC, p.sequence DESC LIMIT %s) AS before_run UNION ALL "
+            f"SELECT * FROM ({select}r.observed_at >= %s AND NOT {earlier} "
+            "ORDER BY r.observed_at, p.sequence LIMIT %s) AS after_run"
+        )
+        at, sequence = run.observed_at, run.publication.sequence
+        when = ops.adapt_datetimefield_value(at)
+        side = [run.history_key, when, when, when, sequence, size]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, side + side)
+            found = cursor.fetchall()
+        if connection.vendor != "postgresql":  # SQLite gives the time as text
+            found = [
+                (*row[:3], ops.convert_datetimefield_value(row[3], None, connection), *row[4:])
+                for row in found
+            ]
+        rows = sorted(
+            (dict(zip(HISTORY_FIELDS, row, strict=True)) for row in found),
+            key=lambda p: (p["observed_at"], p["publication__sequence"]),
+        )
+        split = sum(
+            1 for p in rows if (p["observed_at"], p["publication__sequence"]) < (at, sequence)
+        )
         return rows[:split][::-1], rows[split:]
 
     def history_sources(self, run) -> dict[int, int]:

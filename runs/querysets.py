@@ -191,6 +191,7 @@ class RunQuerySet(models.QuerySet):
         select = (
             "SELECT r.id, r.public_id, r.median, r.observed_at, p.slug, r.publication_id, "
             f"p.sequence, r.source_id FROM {runs} r INNER JOIN {publications} p "
+            # r.is_current: the public rows (RunQuerySet.public).
             "ON r.publication_id = p.id WHERE r.is_current AND r.history_key = %s AND "
         )
         earlier = "(r.observed_at < %s OR (r.observed_at = %s AND p.sequence < %s))"

@@ -262,3 +262,22 @@ def test_a_filter_by_name_is_resolved_once_per_data_change(client, settings, db)
         assert [q for q in ctx.captured_queries if "runs_benchmark" in q["sql"]]
     later = RunFactory(benchmark=BenchmarkFactory(slug="not-yet"))
     assert later.public_id in client.get("/runs/?benchmark=not-yet").content.decode()
+
+
+def test_the_filter_form_reads_its_kept_options_once(client, settings, db, monkeypatch):
+    """The three catalogue selects come from one lookup of what is kept for them, not one each."""
+    from runs.read import freshness
+
+    settings.PAGE_CACHE_SECONDS = 0
+    RunFactory()
+    client.get("/runs/")
+    looked_up: list[str] = []
+    real = freshness.cache.get
+
+    def get(key, *args, **kwargs):
+        looked_up.append(key)
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(freshness.cache, "get", get)
+    assert client.get("/runs/?benchmark=rms_norm").status_code == 200
+    assert sum(":browse-options:" in key for key in looked_up) == 1

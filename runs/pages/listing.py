@@ -79,10 +79,11 @@ def _gpus_in_use() -> set[int]:
     return set(Environment.objects.values_list("gpu_id", flat=True))
 
 
-def catalogue_options(name: str, chosen: str | None) -> SafeString:
-    """The benchmark, GPU or source select's options (after its own "any" option)."""
-    options = kept("browse-options", [DATA], _catalogue_options)[name]
-    return _mark(options, chosen or None)
+def catalogue_options(chosen) -> dict[str, SafeString]:
+    """The benchmark, GPU and source selects' options (after each one's "any" option), the
+    values `chosen` names (the filter's data) marked: one lookup of what is kept for all three."""
+    options = kept("browse-options", [DATA], _catalogue_options)
+    return {name: _mark(text, chosen.get(name) or None) for name, text in options.items()}
 
 
 @cache

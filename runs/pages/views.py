@@ -35,6 +35,7 @@ from runs.pages import charts, data_parts, run_sections
 from runs.pages.benchmark import BadChoice, benchmark_panels, benchmark_view
 from runs.pages.compare import comparability, spec_diff
 from runs.pages.home import benchmark_groups
+from runs.pages.listing import catalogue_options
 from runs.read import catalogue, freshness
 from runs.read.browse import BadQuery, browse
 from runs.read.filters import RunFilter
@@ -348,7 +349,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     except BadQuery as bad:
         # The form keeps what was typed, so the reader can fix it.
         filterset = RunFilter(request.GET or None, queryset=Run.objects.none())
-        context.update(filter=filterset, page=None, errors=bad.errors)
+        context.update(filter=filterset, page=None, errors=bad.errors,
+                       options=catalogue_options(request.GET))  # fmt: skip
         return render(request, "runs/run_list.html", context, status=400)
     page = listing.page()
     query = request.GET.copy()
@@ -356,6 +358,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)  # links from before cursors: they start at the first page
     context.update(
         filter=listing.filterset,
+        options=catalogue_options(request.GET),
         page=page,
         query=query.urlencode(),
         next_cursor=page.next.encode() if page.next else "",

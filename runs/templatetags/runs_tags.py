@@ -167,7 +167,6 @@ def other_statistics(run) -> dict:
     return {m.get("statistic"): m.get("value") for m in (run.spec or {}).get("measurements", [])}
 
 
-# A listing's table rows and the filter form's options, kept per data change.
+# A listing's table rows, kept per data change, and the filter form's fixed choices.
 register.simple_tag(listing.table_rows, name="run_rows")
-register.simple_tag(listing.catalogue_options, name="catalogue_options")
 register.simple_tag(listing.choice_options, name="choice_options")

@@ -30,7 +30,7 @@ evidence change retires every page.
 Who keeps a page, and for how long it can be older than the data:
 - the server's page cache (anonymous GETs, runs/read/page_cache.py: the shared cache and a
   small copy in each process) and the values kept for a page (kept() below: a run page's
-  data parts and panels, the home page's rendered totals...) are keyed by the versions they read: an
+  rendered sections and panels, the home page's rendered totals...) are keyed by the versions they read: an
   entry is never served once one of those versions has moved. Old entries are never read
   again and age out.
 - signed-in readers are never served a stored page; their ETag is the content's own.

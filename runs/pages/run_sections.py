@@ -70,7 +70,7 @@ def page(public_id: str, verdict) -> dict:
 # the panels, the citation with its access date and the site's frame).
 SECTIONS = {
     "lead": "_run_lead.html",  # the title, primary measurement, identity and correctness
-    "evidence": "_evidence.html",  # the level and the verdict behind it
+    "verdict": "_evidence.html",  # the evidence level and the verdict behind it
     "details": "_run_details.html",  # workload, measurements with the history, protocol...
     "manifest": "_run_manifest.html",
 }

@@ -10,7 +10,7 @@ list hundreds of benchmarks: their options are rendered once per version of the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 
 from django.template.loader import get_template
@@ -79,7 +79,7 @@ def _gpus_in_use() -> set[int]:
     return set(Environment.objects.values_list("gpu_id", flat=True))
 
 
-def catalogue_options(chosen) -> dict[str, SafeString]:
+def catalogue_options(chosen: Mapping[str, str]) -> dict[str, SafeString]:
     """The benchmark, GPU and source selects' options (after each one's "any" option), the
     values `chosen` names (the filter's data) marked: one lookup of what is kept for all three."""
     options = kept("browse-options", [DATA], _catalogue_options)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from django.db import connection, models
-from django.db.models import Count, Exists, Min, Q, Sum
+from django.db.models import Count, Min, Q, Sum
 from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -115,22 +115,23 @@ class RunQuerySet(models.QuerySet):
     def leader_of(self, run) -> tuple[str | None, bool]:
         """The public id of rank 1 in the run's group ("Compare with #1"), None for the leader
         itself or an unranked run, and whether the group has any judged claim (most have none,
-        and then the run page asks for no claim): one query, none for those without a leader."""
+        and then the run page asks for no claim): one query on the group's indexes, none for
+        those without a leader. SQL, as history_sides is and for its reason."""
         from runs.claims.models import JudgedClaim
 
         if not run.rank or run.rank == 1:
             return None, False
-        row = (
-            self.public()
-            .filter(group_id=run.group_id, rank=1)
-            .order_by("public_id")
-            .annotate(claims=Exists(JudgedClaim.objects.filter(group_id=run.group_id)))
-            .values_list("public_id", "claims")
-            .first()
+        runs, claims = _table(self.model), _table(JudgedClaim)
+        # r.is_current: the public rows (public()).
+        row = _fetch(
+            f"SELECT r.public_id, EXISTS (SELECT 1 FROM {claims} c WHERE c.group_id = %s) "
+            f"FROM {runs} r WHERE r.is_current AND r.group_id = %s AND r.rank = 1 "
+            "ORDER BY r.public_id LIMIT 1",
+            [run.group_id, run.group_id],
         )
-        if row is None or row[0] == run.public_id:
+        if not row or row[0][0] == run.public_id:
             return None, False
-        return row[0], bool(row[1])
+        return row[0][0], bool(row[0][1])
 
     def ranking_rows(self) -> list[dict]:
         """The runs as a group page's table and chart show them: plain rows with their
@@ -184,10 +185,8 @@ class RunQuerySet(models.QuerySet):
         compile the UNION of two querysets (3 ms) than the database took to run it, and a
         reader arriving at a run nobody asked for since the last data change pays it."""
         ops = connection.ops
-        runs = ops.quote_name(self.model._meta.db_table)
-        publications = ops.quote_name(
-            self.model._meta.get_field("publication").related_model._meta.db_table
-        )
+        runs = _table(self.model)
+        publications = _table(self.model._meta.get_field("publication").related_model)
         select = (
             "SELECT r.id, r.public_id, r.median, r.observed_at, p.slug, r.publication_id, "
             f"p.sequence, r.source_id FROM {runs} r INNER JOIN {publications} p "
@@ -206,9 +205,7 @@ class RunQuerySet(models.QuerySet):
         at, sequence = run.observed_at, run.publication.sequence
         when = ops.adapt_datetimefield_value(at)
         side = [run.history_key, when, when, when, sequence, size]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, side + side)
-            found = cursor.fetchall()
+        found = _fetch(sql, side + side)
         if connection.vendor != "postgresql":  # SQLite gives the time as text
             found = [
                 (*row[:3], ops.convert_datetimefield_value(row[3], None, connection), *row[4:])
@@ -225,9 +222,14 @@ class RunQuerySet(models.QuerySet):
 
     def history_sources(self, run) -> dict[int, int]:
         """{source id: points} of the run's cell, for a cell longer than its window on the run
-        page: a count over the cell's range of the run_history index, no join."""
-        cell = self.public().filter(history_key=run.history_key).order_by()
-        return dict(cell.values_list("source_id").annotate(n=Count("id")))
+        page: a count over the cell's range of the run_history index, no join (SQL, as
+        history_sides is)."""
+        rows = _fetch(
+            f"SELECT source_id, COUNT(*) FROM {_table(self.model)} "
+            "WHERE is_current AND history_key = %s GROUP BY source_id",
+            [run.history_key],
+        )
+        return dict(rows)
 
 
 class ComparisonGroupQuerySet(models.QuerySet):
@@ -345,3 +347,16 @@ class BenchmarkQuerySet(models.QuerySet):
         """(id, slug, title) of these benchmarks, by title: a GPU page lists a few hundred, and
         a link needs only these two fields, not a model instance each."""
         return list(self.by_title(ids).values_list("id", "slug", "title"))
+
+
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _fetch(sql: str, params: list) -> list[tuple]:
+    """The rows of a query written as SQL: for the few reads of a page that a reader arriving
+    at a run nobody asked for pays, where Django compiling the query cost more than the
+    database running it."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

@@ -170,9 +170,7 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
     key = {"source_ids": source_ids, "cell_key": run.group.cell_key,
            "provider_key": run.implementation.provider_key}  # fmt: skip
     slugs = {p["publication_id"]: p["publication__slug"] for p in points}
-    changes = list(
-        CellChange.objects.of_cell(**key).filter(publication_id__in=slugs).with_previous_slug()
-    )
+    changes = list(CellChange.objects.at_points(**key, publication_ids=slugs))
     # The sizes of the groups these changes moved with; none for a cell whose changes moved
     # alone or that did not change (most of them), so no query. A change's `grouped` is that
     # of every change of its publication, kind and direction (runs.changes.services._regroup).
@@ -181,7 +179,7 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
     for c in changes:
         c.publication_slug = slugs[c.publication_id]  # the page names the points by slug
         c.together = sizes.get((c.publication_id, c.kind, c.direction))
-    series = CellSeries.objects.of_cell(**key).values_list("status", flat=True).first()
+    series = CellSeries.objects.status_of(**key)
     return changes, series
 
 

@@ -121,17 +121,18 @@ class RunQuerySet(models.QuerySet):
 
         if not run.rank or run.rank == 1:
             return None, False
-        runs, claims = _table(self.model), _table(JudgedClaim)
+        runs, claims = sql_table(self.model), sql_table(JudgedClaim)
         # r.is_current: the public rows (public()).
-        row = _fetch(
+        rows = sql_rows(
             f"SELECT r.public_id, EXISTS (SELECT 1 FROM {claims} c WHERE c.group_id = %s) "
             f"FROM {runs} r WHERE r.is_current AND r.group_id = %s AND r.rank = 1 "
             "ORDER BY r.public_id LIMIT 1",
             [run.group_id, run.group_id],
         )
-        if not row or row[0][0] == run.public_id:
+        if not rows or rows[0][0] == run.public_id:
             return None, False
-        return row[0][0], bool(row[0][1])
+        leader, group_has_claims = rows[0]
+        return leader, bool(group_has_claims)
 
     def ranking_rows(self) -> list[dict]:
         """The runs as a group page's table and chart show them: plain rows with their
@@ -185,8 +186,8 @@ class RunQuerySet(models.QuerySet):
         compile the UNION of two querysets (3 ms) than the database took to run it, and a
         reader arriving at a run nobody asked for since the last data change pays it."""
         ops = connection.ops
-        runs = _table(self.model)
-        publications = _table(self.model._meta.get_field("publication").related_model)
+        runs = sql_table(self.model)
+        publications = sql_table(self.model._meta.get_field("publication").related_model)
         select = (
             "SELECT r.id, r.public_id, r.median, r.observed_at, p.slug, r.publication_id, "
             f"p.sequence, r.source_id FROM {runs} r INNER JOIN {publications} p "
@@ -205,7 +206,7 @@ class RunQuerySet(models.QuerySet):
         at, sequence = run.observed_at, run.publication.sequence
         when = ops.adapt_datetimefield_value(at)
         side = [run.history_key, when, when, when, sequence, size]
-        found = _fetch(sql, side + side)
+        found = sql_rows(sql, side + side)
         if connection.vendor != "postgresql":  # SQLite gives the time as text
             found = [
                 (*row[:3], ops.convert_datetimefield_value(row[3], None, connection), *row[4:])
@@ -224,8 +225,8 @@ class RunQuerySet(models.QuerySet):
         """{source id: points} of the run's cell, for a cell longer than its window on the run
         page: a count over the cell's range of the run_history index, no join (SQL, as
         history_sides is)."""
-        rows = _fetch(
-            f"SELECT source_id, COUNT(*) FROM {_table(self.model)} "
+        rows = sql_rows(
+            f"SELECT source_id, COUNT(*) FROM {sql_table(self.model)} "
             "WHERE is_current AND history_key = %s GROUP BY source_id",
             [run.history_key],
         )
@@ -349,14 +350,21 @@ class BenchmarkQuerySet(models.QuerySet):
         return list(self.by_title(ids).values_list("id", "slug", "title"))
 
 
-def _table(model) -> str:
+# Reads written as SQL: the few that a reader arriving at a run nobody asked for pays, where
+# Django compiling the query cost more than the database running it (runs.changes reads too).
+
+
+def sql_table(model) -> str:
+    """The model's table, quoted for the database."""
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def _fetch(sql: str, params: list) -> list[tuple]:
-    """The rows of a query written as SQL: for the few reads of a page that a reader arriving
-    at a run nobody asked for pays, where Django compiling the query cost more than the
-    database running it."""
+def sql_marks(values: list) -> str:
+    """One placeholder per value, for an IN list."""
+    return ", ".join(["%s"] * len(values))
+
+
+def sql_rows(sql: str, params: list) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()

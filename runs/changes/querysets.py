@@ -3,9 +3,11 @@ page, the API and the feeds: each a filter on an index of CellChange.Meta."""
 
 from __future__ import annotations
 
-from django.db import connection, models
+from django.db import models
 from django.db.models import Count, F, Q
 from django.db.models.functions import Abs
+
+from runs.querysets import sql_marks, sql_rows, sql_table
 
 
 class CellChangeQuerySet(models.QuerySet):
@@ -15,16 +17,14 @@ class CellChangeQuerySet(models.QuerySet):
         run page names it: the changes among the points a run page shows. Written as SQL:
         Django took longer to compile the filter than the database took to run it, and every
         reader arriving at a run nobody asked for since the last data change pays it."""
-        changes = connection.ops.quote_name(self.model._meta.db_table)
-        publications = connection.ops.quote_name(
-            self.model._meta.get_field("previous").related_model._meta.db_table
-        )
+        changes = sql_table(self.model)
+        publications = sql_table(self.model._meta.get_field("previous").related_model)
         sources, points = list(source_ids), list(publication_ids)
         return self.raw(
             f"SELECT c.*, p.slug AS previous_slug FROM {changes} c "
             f"INNER JOIN {publications} p ON c.previous_id = p.id "
-            f"WHERE c.source_id IN ({_marks(sources)}) AND c.cell_key = %s "
-            f"AND c.provider_key = %s AND c.publication_id IN ({_marks(points)}) ORDER BY c.id",
+            f"WHERE c.source_id IN ({sql_marks(sources)}) AND c.cell_key = %s "
+            f"AND c.provider_key = %s AND c.publication_id IN ({sql_marks(points)}) ORDER BY c.id",
             [*sources, cell_key, provider_key, *points],
         )
 
@@ -83,20 +83,12 @@ class CellChangeQuerySet(models.QuerySet):
 
 class CellSeriesQuerySet(models.QuerySet):
     def status_of(self, *, source_ids, cell_key: str, provider_key: str) -> str | None:
-        """The status of the cell in the first of these sources that has a series of it (the
-        unique index), None if none has: SQL, for the reason CellChangeQuerySet.at_points
-        gives."""
-        series = connection.ops.quote_name(self.model._meta.db_table)
+        """The status of the cell's oldest series among these sources (the unique index), None
+        if none has one: SQL, for the reason CellChangeQuerySet.at_points gives."""
         sources = list(source_ids)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT status FROM {series} WHERE source_id IN ({_marks(sources)}) "
-                "AND cell_key = %s AND provider_key = %s ORDER BY id LIMIT 1",
-                [*sources, cell_key, provider_key],
-            )
-            row = cursor.fetchone()
-        return row[0] if row else None
-
-
-def _marks(values: list) -> str:
-    return ", ".join(["%s"] * len(values))
+        rows = sql_rows(
+            f"SELECT status FROM {sql_table(self.model)} WHERE source_id IN ({sql_marks(sources)}) "
+            "AND cell_key = %s AND provider_key = %s ORDER BY id LIMIT 1",
+            [*sources, cell_key, provider_key],
+        )
+        return rows[0][0] if rows else None

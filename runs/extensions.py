@@ -115,20 +115,42 @@ class RunExtensions:
             (p for p in self._panels.values() if p.slot == slot), key=lambda p: (p.order, p.name)
         )
 
-    def render_panels(self, request: HttpRequest, run) -> dict[str, list[SafeString]]:
+    def render_panels(self, request: HttpRequest, run, quiet=None) -> dict[str, list[SafeString]]:
         """Each slot's panels, rendered in order, for the run page's template to place. For a
-        reader who is not signed in, when every panel is the same for all of them, they are
-        kept under the versions the run page reads (its run's activity among them)."""
+        reader who is not signed in, when every panel is the same for all of them: `quiet`
+        where the run page's sections were kept with them (quiet_panels) and nothing was
+        written about the run since, else kept under the versions the run page reads (its
+        run's activity among them)."""
+        if not self._shared() or request.user.is_authenticated:
+            return self._render_slots(request, run)
+        if quiet is not None and run.activity == 0:
+            return quiet
+        return kept(
+            f"run-panels:{run.pk}",
+            run_page(run.public_id),
+            lambda: self._render_slots(request, run),
+        )
 
-        def render() -> dict[str, list[SafeString]]:
-            return {
-                slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS
-            }
+    def quiet_panels(self, request: HttpRequest, activity: int):
+        """For the run page to render with its sections, and keep with them: a function of the
+        run giving its panels as every reader who is not signed in sees them while nothing is
+        written about it (`activity` 0), or None where this reader's would not be those. A
+        reader arriving at a run nobody asked for then pays one cache lookup and one store for
+        the page, not two of each."""
+        if activity != 0 or not self._shared() or request.user.is_authenticated:
+            return None
 
-        shared = all(p.same_for_every_anonymous_reader for s in SLOTS for p in self.panels(s))
-        if shared and not request.user.is_authenticated:
-            return kept(f"run-panels:{run.pk}", run_page(run.public_id), render)
-        return render()
+        def render(run) -> dict[str, list[SafeString]]:
+            run.activity = activity
+            return self._render_slots(request, run)
+
+        return render
+
+    def _render_slots(self, request: HttpRequest, run) -> dict[str, list[SafeString]]:
+        return {slot: [self._render(p, request, run) for p in self.panels(slot)] for slot in SLOTS}
+
+    def _shared(self) -> bool:
+        return all(p.same_for_every_anonymous_reader for s in SLOTS for p in self.panels(s))
 
     def benchmark_reads(self) -> tuple[str, ...]:
         """The versions the benchmark page's panels read (freshness.benchmark_page)."""

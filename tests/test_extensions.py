@@ -239,3 +239,50 @@ def test_panels_kept_for_anonymous_readers_follow_the_data_and_never_reach_signe
     client.force_login(get_user_model().objects.create_user("reader", password="x" * 12))
     page = client.get(url).content.decode()
     assert "Request a controlled rerun" in page and "Log in</a> to request" not in page
+
+
+@pytest.mark.django_db
+def test_a_quiet_runs_panels_are_kept_with_its_sections_for_anonymous_readers_only(
+    client, settings
+):
+    """A run nothing was written about: an anonymous reader's panels are rendered with the
+    page's sections and kept with them, not stored apart; a signed-in reader's never are, and
+    a page computed first for a signed-in reader or for the manifest still gives anonymous
+    readers their own panels."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from runs.read.freshness import DATA, cache, current, run_page
+
+    settings.PAGE_CACHE_SECONDS = 0
+    run = RunFactory()
+    url = f"/runs/{run.public_id}/"
+    anonymous = "Log in</a> to request a controlled rerun"
+    signed_in = Client()
+    signed_in.force_login(get_user_model().objects.create_user("reader", password="x" * 12))
+
+    def kept(name: str, scopes) -> object:
+        return cache.get(f"kept:{name}:{current(scopes).key}")
+
+    # The first reader after a data change is signed in: no panels are kept with the
+    # sections, and anonymous readers get theirs, kept apart.
+    page = signed_in.get(url).content.decode()
+    assert "Request a controlled rerun" in page and anonymous not in page
+    assert kept(f"run-page:{run.public_id}", [DATA])["quiet_panels"] is None
+    page = client.get(url).content.decode()
+    assert anonymous in page and "Request a controlled rerun" not in page
+    assert kept(f"run-panels:{run.pk}", run_page(run.public_id)) is not None
+
+    RunFactory()  # a data change retires both; the manifest is asked for first
+    assert client.get(f"/runs/{run.public_id}.json").status_code == 200
+    assert anonymous in client.get(url).content.decode()
+
+    RunFactory()
+    page = client.get(url).content.decode()
+    assert anonymous in page and "No controlled reruns yet." in page
+    quiet = kept(f"run-page:{run.public_id}", [DATA])["quiet_panels"]
+    assert any(anonymous in panel for slot in quiet.values() for panel in slot)
+    assert kept(f"run-panels:{run.pk}", run_page(run.public_id)) is None
+    # Kept with the sections, they never reach a signed-in reader.
+    page = signed_in.get(url).content.decode()
+    assert "Request a controlled rerun" in page and anonymous not in page

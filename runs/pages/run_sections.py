@@ -31,12 +31,16 @@ from runs.reference.plausibility import floor_for
 HISTORY_SHOWN = 24
 
 
-def page(public_id: str, verdict) -> dict:
+def page(public_id: str, verdict, quiet_panels=None) -> dict:
     """The current run of this id with its catalogue rows, its manifest, and the page's
     sections that read the run data only, rendered: kept under the data's version by the id,
     so a reader of a page asked for before pays no query for any of them, only for what else
     the page shows (its panels, the access date, the frame). `verdict(run)` is the evidence
-    event behind the level. A 404 for an id that names no current run (never kept)."""
+    event behind the level. `quiet_panels(run)`, where given, renders the panels of a run
+    nothing was written about as every anonymous reader sees them
+    (RunExtensions.quiet_panels): kept with the sections, as "quiet_panels" (None where the
+    first reader after a data change had none to give). A 404 for an id that names no
+    current run (never kept)."""
 
     def compute() -> dict:
         run = Run.objects.for_run_page().current_or_404(public_id)
@@ -60,7 +64,11 @@ def page(public_id: str, verdict) -> dict:
             "manifest_json": manifest,
         }
         sections = {name: render_to_string(f"runs/{t}", context) for name, t in SECTIONS.items()}
-        return {"run": run, "sections": sections, "manifest_json": manifest}
+        # Panels read no run data the sections do not, so they go stale with them or with a
+        # write about the run, which the run page checks before using them.
+        panels = quiet_panels(run) if quiet_panels else None
+        return {"run": run, "sections": sections, "manifest_json": manifest,
+                "quiet_panels": panels}  # fmt: skip
 
     # Any write to the run data moves the version, so a kept run is still the current one.
     return kept(f"run-page:{public_id_or_404(public_id)}", [DATA], compute)

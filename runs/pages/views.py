@@ -121,18 +121,20 @@ def _home_catalogue() -> dict:
 @require_safe
 @public_page(reads=freshness.run_page)
 def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    # The run and the sections that read the run data only, kept under its version.
-    page = run_sections.page(public_id, _verdict)
-    run = page["run"]
     # The panels may skip their queries for a run nothing was ever written about.
-    run.activity = freshness.run_activity(public_id)
+    activity = freshness.run_activity(public_id)
+    # The run and the sections that read the run data only, kept under its version (with the
+    # panels of such a run, where this reader's are every anonymous reader's).
+    page = run_sections.page(public_id, _verdict, run_extensions.quiet_panels(request, activity))
+    run = page["run"]
+    run.activity = activity
     return render(
         request,
         "runs/run_detail.html",
         {
             "run": run,
             "sections": page["sections"],
-            "panels": run_extensions.render_panels(request, run),
+            "panels": run_extensions.render_panels(request, run, page.get("quiet_panels")),
             "permalink": citation.permalink(run),
             "today": timezone.now().date(),
             "canonical": citation.permalink(run),

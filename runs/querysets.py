@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import re
 
 from django.db import connection, models
@@ -93,6 +94,35 @@ class RunQuerySet(models.QuerySet):
         """With what names the run's cell: its group (the cell key) and implementation (the
         provider key)."""
         return self.select_related("group", "implementation")
+
+    def run_page_or_404(self, public_id: str):
+        """current_or_404() of for_run_page(): the current run of this id with its workload and
+        comparison group, in one query written as SQL (by the unique index of current ids, and
+        the two primary keys). Django compiled that select of 57 columns in more time (0.4 ms)
+        than the database took to run it, and a reader arriving at a run nobody asked for
+        since the last data change pays it first; the rows become instances as the ORM makes
+        them (sql_instance)."""
+        public_id_or_404(public_id)
+        quote = connection.ops.quote_name
+        joined = [self.model._meta.get_field(name) for name in ("workload", "group")]
+        parts = [(self.model, "r")] + [(f.related_model, f"j{i}") for i, f in enumerate(joined)]
+        joins = " ".join(
+            f"INNER JOIN {sql_table(f.related_model)} j{i} "
+            f"ON r.{quote(f.column)} = j{i}.{quote(f.target_field.column)}"
+            for i, f in enumerate(joined)
+        )
+        # r.is_current: the public rows (public()); one current revision per id (Run.Meta).
+        rows = sql_rows(
+            f"SELECT {', '.join(sql_columns(m, a) for m, a in parts)} "
+            f"FROM {sql_table(self.model)} r {joins} WHERE r.is_current AND r.public_id = %s",
+            [public_id],
+        )
+        if not rows:
+            raise Http404(f"No run has the id {public_id}.")
+        run, *related = sql_instances(parts, rows[0])
+        for field, instance in zip(joined, related, strict=True):
+            field.set_cached_value(run, instance)
+        return run
 
     def for_run_page(self) -> RunQuerySet:
         """What a run's own pages read beside it: the workload and the comparison group. The
@@ -368,3 +398,39 @@ def sql_rows(sql: str, params: list) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def sql_columns(model, alias: str) -> str:
+    """The model's concrete columns under a table alias, in field order (sql_instances)."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def sql_instances(parts: list[tuple], row: tuple) -> list:
+    """One instance per (model, alias) of `parts` from a row of their sql_columns, side by
+    side: each value converted as the ORM converts it (JSON, and on SQLite dates and
+    booleans), the instance made as the ORM makes a loaded one (Model.from_db)."""
+    instances, start = [], 0
+    for model, _ in parts:
+        attnames, loaders = _loaders(model, connection.vendor)
+        values = row[start : start + len(attnames)]
+        converted = []
+        for value, (column, converters) in zip(values, loaders, strict=True):
+            for convert in converters:
+                value = convert(value, column, connection)
+            converted.append(value)
+        instances.append(model.from_db(connection.alias, attnames, converted))
+        start += len(attnames)
+    return instances
+
+
+@functools.cache
+def _loaders(model, vendor: str) -> tuple[list[str], list[tuple]]:
+    """The model's attnames and, per concrete field, its column and the converters the ORM
+    applies to a value the database returns (the database's, then the field's)."""
+    loaders = []
+    for field in model._meta.concrete_fields:
+        column = field.get_col(model._meta.db_table)
+        converters = connection.ops.get_db_converters(column)
+        loaders.append((column, converters + column.get_db_converters(connection)))
+    return [f.attname for f in model._meta.concrete_fields], loaders

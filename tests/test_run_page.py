@@ -480,3 +480,31 @@ def test_an_id_that_names_no_run_is_never_kept(client, settings):
     assert response.status_code == 404
     assert "8 hexadecimal characters" in response.content.decode()
     assert not any('"runs_run"' in q["sql"] for q in ctx.captured_queries)
+
+
+@pytest.mark.django_db
+def test_the_run_pages_sql_read_gives_the_orms_instances(client):
+    """RunQuerySet.run_page_or_404 writes current_or_404() of for_run_page() as SQL: the run,
+    its workload and its group as the ORM loads them (every field, JSON and dates with their
+    types), the group and workload cached on the run, and the same 404s."""
+    from django.http import Http404
+
+    old = RunFactory(median=123_456.5)
+    Run.objects.filter(pk=old.pk).update(is_current=False)  # revised: revision 2 is current
+    new = RunFactory(public_id=old.public_id, revision=2, median=99.25, workload=old.workload)
+    for run in (new, RunFactory(), RunFactory(labels={"nested": {"a": [1, 2.5, None]}})):
+        orm = Run.objects.for_run_page().current_or_404(run.public_id)
+        with CaptureQueriesContext(connection) as ctx:
+            sql = Run.objects.run_page_or_404(run.public_id)
+            related = (sql.workload, sql.group)
+        assert len(ctx.captured_queries) == 1
+        for a, b in ((orm, sql), (orm.workload, related[0]), (orm.group, related[1])):
+            fields = [f.attname for f in type(a)._meta.concrete_fields]
+            assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+            assert [type(getattr(a, f)) for f in fields] == [type(getattr(b, f)) for f in fields]
+            assert b._state.db == a._state.db and not b._state.adding
+    assert sql.labels == {"nested": {"a": [1, 2.5, None]}}
+    assert Run.objects.run_page_or_404(old.public_id).revision == 2
+    for missing in ("0000000f", "not-an-id"):
+        with pytest.raises(Http404):
+            Run.objects.run_page_or_404(missing)

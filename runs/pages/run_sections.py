@@ -43,7 +43,7 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     current run (never kept)."""
 
     def compute() -> dict:
-        run = Run.objects.for_run_page().current_or_404(public_id)
+        run = Run.objects.run_page_or_404(public_id)
         # Its catalogue rows are those of many other runs: kept apart, under the data version.
         catalogue.attach_kept([run])
         leader, group_has_claims = Run.objects.leader_of(run)

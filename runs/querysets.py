@@ -101,7 +101,7 @@ class RunQuerySet(models.QuerySet):
         the two primary keys). Django compiled that select of 57 columns in more time (0.4 ms)
         than the database took to run it, and a reader arriving at a run nobody asked for
         since the last data change pays it first; the rows become instances as the ORM makes
-        them (sql_instance)."""
+        them (sql_instances)."""
         public_id_or_404(public_id)
         quote = connection.ops.quote_name
         joined = [self.model._meta.get_field(name) for name in ("workload", "group")]

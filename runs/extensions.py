@@ -25,6 +25,7 @@ per-reader state): the page it is on is then shared in the page cache like any o
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,8 +142,12 @@ class RunExtensions:
             return None
 
         def render(run) -> dict[str, list[SafeString]]:
-            run.activity = activity
-            return self._render_slots(request, run)
+            # On a copy: a panel's context may leave what it read on the run (the replications
+            # panel its visible items), and the run is kept with the sections, for pages read
+            # after a write about it too.
+            quiet = copy.copy(run)
+            quiet.activity = activity
+            return self._render_slots(request, quiet)
 
         return render
 

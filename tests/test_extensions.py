@@ -253,6 +253,7 @@ def test_a_quiet_runs_panels_are_kept_with_its_sections_for_anonymous_readers_on
     from django.test import Client
 
     from runs.read.freshness import DATA, cache, current, run_page
+    from tests.factories_community import AttestationFactory
 
     settings.PAGE_CACHE_SECONDS = 0
     run = RunFactory()
@@ -286,3 +287,12 @@ def test_a_quiet_runs_panels_are_kept_with_its_sections_for_anonymous_readers_on
     # Kept with the sections, they never reach a signed-in reader.
     page = signed_in.get(url).content.decode()
     assert "Request a controlled rerun" in page and anonymous not in page
+    # A write about the run (an approved note) and its page shows it: the sections kept
+    # before it, with the run they were rendered from, are still used, the quiet panels not.
+    author = get_user_model().objects.get(username="reader")
+    AttestationFactory(
+        run=run, author=author, kind="note", state="approved", body="Seen on my box too."
+    )
+    page = client.get(url).content.decode()
+    assert "Seen on my box too." in page and "No attestations yet." not in page
+    assert kept(f"run-page:{run.public_id}", [DATA])["quiet_panels"] is not None

@@ -28,11 +28,11 @@ on A retires A's page only, neither run B's page, the home page or browse; an in
 evidence change retires every page.
 
 Who keeps a page, and for how long it can be older than the data:
-- the server's page cache (anonymous GETs, runs/read/page_cache.py: the shared cache and a
-  small copy in each process) and the values kept for a page (kept() below: a run page's
-  rendered sections and panels, the home page's rendered totals...) are keyed by the versions they read: an
-  entry is never served once one of those versions has moved. Old entries are never read
-  again and age out.
+- the server's page cache (anonymous GETs, runs/read/page_cache.py) and the values kept for
+  a page (kept() below: a run page's rendered sections and panels, the home page's rendered
+  totals...) are keyed by the versions they read, in the shared cache and in each process's
+  copy of it (store.py): an entry is never served once one of those versions has moved. Old
+  entries are never read again and age out.
 - signed-in readers are never served a stored page; their ETag is the content's own.
 - browsers and proxies get `Cache-Control: no-cache` with an ETag made of the same versions:
   they may keep a copy but ask before each use, and the answer is a 304 when nothing the page
@@ -48,19 +48,15 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.apps import apps
-from django.core.cache import cache
 from django.db import DatabaseError, connections
 
 from runs.models import Version
-from runs.read import pushed_versions
-
-logger = logging.getLogger(__name__)
+from runs.read import pushed_versions, store
 
 DATA = "data"
 UNSCOPED = "activity:unscoped"
@@ -210,51 +206,41 @@ _MISSING = object()
 
 
 def kept(name: str, scopes, compute, *, keep=None):
-    """compute(), kept in the shared cache under the versions of `scopes` (what compute
-    reads): for the parts of a page that cost more than the rest of it (the home page's
-    counts, a benchmark page's tables). `keep` decides which values are worth keeping (not
-    error pages, whose keys a client can vary at will). A cache outage computes every time."""
+    """compute(), kept under the versions of `scopes` (what compute reads) in the shared cache
+    and this process's copy of it (store.py): for the parts of a page that cost more than the
+    rest of it (the home page's counts, a benchmark page's tables). `keep` decides which
+    values are worth keeping (not error pages, whose keys a client can vary at will). A cache
+    outage computes every time."""
     full = f"kept:{name}:{current(scopes).key}"
-    value = _cache_call(cache.get, full, _MISSING, failed=_MISSING)
+    value = store.get(full, _MISSING)
     if value is _MISSING:
         value = compute()
         if keep is None or keep(value):
-            _cache_call(cache.set, full, value, KEPT_SECONDS)
+            store.put(full, value, KEPT_SECONDS)
     return value
 
 
 def kept_many(kind: str, ids, scopes, build) -> dict:
     """{id: part} for each id's `kind` part (a listing's table row, a run as the API lists it),
-    kept in the shared cache under the versions of `scopes`. `build(missing ids)` makes those
-    not kept, all in one go, so a page of fifty costs one lookup when warm and one query more
-    when cold, however many of its parts were missing."""
+    kept under the versions of `scopes` like kept(). `build(missing ids)` makes those not
+    kept, all in one go, so a page of fifty costs at most one round trip to the shared cache
+    and one query more, however many of its parts were missing."""
     version = current(scopes).key
     keys = {pk: f"kept:{kind}:{pk}:{version}" for pk in ids}
-    found = _cache_call(cache.get_many, list(keys.values()), failed={})
+    found = store.get_many(keys.values())
     parts = {pk: found[key] for pk, key in keys.items() if key in found}
     missing = [pk for pk in keys if pk not in parts]
     if missing:
         built = build(missing)
-        _cache_call(cache.set_many, {keys[pk]: part for pk, part in built.items()}, KEPT_SECONDS)
+        store.put_many({keys[pk]: part for pk, part in built.items()}, KEPT_SECONDS)
         parts.update(built)
     return parts
-
-
-def _cache_call(method, *args, failed=None):
-    """The shared cache is an accelerator: when it is down, pages are rendered, not refused."""
-    try:
-        return method(*args)
-    except Exception:  # noqa: BLE001
-        logger.warning("page cache unavailable", exc_info=True)
-        return failed
 
 
 def reset() -> None:
     """A new namespace for every key (tests whose database rolled back its versions)."""
     _namespace["salt"] = uuid.uuid4().hex
-    from runs.read import page_cache  # the page cache is built on this module
-
-    page_cache._local.clear()
+    store.clear_copy()
 
 
 # The triggers ----------------------------------------------------------------------------

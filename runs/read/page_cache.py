@@ -7,14 +7,13 @@ import hashlib
 from functools import wraps
 
 from django.conf import settings
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
 from django.utils.http import http_date
 from django.utils.text import compress_string
 
-from runs.read import freshness
+from runs.read import freshness, store
 
 
 def public_page(view=None, *, reads=None):
@@ -53,11 +52,7 @@ def public_page(view=None, *, reads=None):
                 return not_modified
         key = f"page:{etag.strip(chr(34))}"
         if use_cache:
-            hit = _local.get(key)
-            if hit is None:
-                hit = freshness._cache_call(cache.get, key)
-                if hit is not None:
-                    _remember(key, hit)
+            hit = store.get(key)
             if hit is not None:
                 return _from_entry(hit)
         with freshness.reading(versions):
@@ -132,26 +127,8 @@ def _store(key: str, response: HttpResponse) -> None:
         if name.lower() not in ("content-type", "content-length", "x-page-cache")
     )
     entry = (response["Content-Type"], response.content, headers)
-    freshness._cache_call(cache.set, key, entry, settings.PAGE_CACHE_SECONDS)
-    _remember(key, entry)
+    store.put(key, entry, settings.PAGE_CACHE_SECONDS)
     response["X-Page-Cache"] = "miss"
-
-
-# A small per-process copy of the shared page cache: a hit costs a dict lookup instead of a
-# round trip and an unpickling. Its keys are the shared cache's, made of the versions the page
-# reads, so it can no more serve a page after a write to what it reads than the shared one
-# (the versions are read on every request); the size bound evicts entries, oldest first.
-_LOCAL_ENTRIES = 256
-_LOCAL_MAX_BYTES = 256 * 1024
-_local: dict[str, tuple[str, bytes, tuple]] = {}
-
-
-def _remember(key: str, entry: tuple[str, bytes, tuple]) -> None:
-    if len(entry[1]) > _LOCAL_MAX_BYTES:
-        return
-    if len(_local) >= _LOCAL_ENTRIES:
-        _local.pop(next(iter(_local)))
-    _local[key] = entry
 
 
 def _headers(response: HttpResponse, anonymous: bool) -> None:

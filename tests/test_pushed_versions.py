@@ -99,6 +99,58 @@ def test_payload_with_no_time():
     assert parse("run:0a1b2c3d 3 1700000000.123456")[:2] == ("run:0a1b2c3d", 3)
 
 
+def test_every_change_to_the_copy_moves_its_number():
+    copy = Copy()
+    seen = [copy.changes]
+
+    def moved() -> bool:
+        seen.append(copy.changes)
+        return seen[-1] != seen[-2]
+
+    copy.up()
+    assert moved()
+    copy.lookup(("data",), rows(data=3))  # a read filled a gap
+    assert moved()
+    copy.lookup(("data",), rows(data=3))  # answered from the copy: nothing changed
+    assert not moved()
+    copy.told("data 4 1700000000.5")
+    assert moved()
+    copy.told(pushed_versions.RESET)
+    assert moved()
+    copy.down()
+    assert moved()
+
+
+def test_versions_from_the_copy_are_worked_out_once_while_it_stands(monkeypatch):
+    """A cached page asks for the same scopes on every request: their Versions (values, times,
+    key) are worked out once per state of the copy, and anew as soon as it moves."""
+    state = {"changes": 1, "data": 7}
+    looked = []
+
+    def lookup(scopes, read):
+        looked.append(scopes)
+        return {"data": (state["data"], datetime.fromtimestamp(1700000000, UTC))}
+
+    monkeypatch.setattr(pushed_versions, "changes", lambda: state["changes"])
+    monkeypatch.setattr(pushed_versions, "lookup", lookup)
+    first = freshness.current(["data"], pushed=True)
+    assert freshness.current(["data"], pushed=True) is first
+    assert len(looked) == 1
+    state.update(changes=2, data=8)  # a notification came in
+    moved = freshness.current(["data"], pushed=True)
+    assert moved.values == {"data": 8} and moved.key != first.key
+    assert len(looked) == 2
+    state["changes"] = None  # no live copy: every request asks (and the real lookup reads)
+    freshness.current(["data"], pushed=True)
+    freshness.current(["data"], pushed=True)
+    assert len(looked) == 4
+
+
+def test_no_number_without_a_live_copy_in_this_process(settings):
+    settings.PUSHED_VERSIONS = False
+    assert pushed_versions.changes() is None
+
+
 # On PostgreSQL, with commits ------------------------------------------------------------
 
 pg = pytest.mark.services

@@ -50,6 +50,7 @@ import contextvars
 import hashlib
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import UTC, datetime
 
 from django.apps import apps
@@ -97,7 +98,7 @@ class Versions:
     times: dict[str, datetime | None]  # when each last moved
     key: str = field(default="")
 
-    @property
+    @cached_property
     def last(self) -> datetime | None:
         """When the newest of them moved (a page's Last-Modified)."""
         known = [at for at in self.times.values() if at is not None]
@@ -114,6 +115,11 @@ class Versions:
 # production, where versions only grow.
 _namespace = {"salt": ""}
 _reading: contextvars.ContextVar[Versions | None] = contextvars.ContextVar("versions", default=None)
+# The Versions worked out from this process's pushed copy, under the number of its state they
+# were worked out at (pushed_versions.changes()): a cached page asks for the same ones again
+# and again. One tuple, replaced whole, so a thread never pairs one state with another's.
+_made: dict[str, tuple[int | None, dict]] = {"now": (None, {})}
+MADE_MOST = 10_000  # sets of scopes (each run page names its own run)
 
 
 def current(scopes, *, pushed: bool = False) -> Versions:
@@ -125,12 +131,25 @@ def current(scopes, *, pushed: bool = False) -> Versions:
     known = _reading.get()
     if known is not None and all(s in known.values for s in scopes):
         return known.of(scopes)
+    changes = pushed_versions.changes() if pushed else None
+    if changes is not None:
+        made_at, made = _made["now"]
+        if made_at != changes or len(made) >= MADE_MOST:
+            made = {}
+            _made["now"] = (changes, made)
+        elif (versions := made.get(scopes)) is not None:
+            return versions
     found = pushed_versions.lookup(scopes, _read) if pushed else None
     if found is None:
         found = {scope: (value, at) for scope, value, at in _read(scopes)}
     values = {s: found.get(s, (0, None))[0] for s in scopes}
     times = {s: found.get(s, (0, None))[1] for s in scopes}
-    return Versions(values, times, _key(values, times))
+    versions = Versions(values, times, _key(values, times))
+    if changes is not None:
+        # Under the state read before the lookup: a notification since then has moved it, so
+        # these are never given out once the copy holds newer values.
+        made[scopes] = versions
+    return versions
 
 
 def _read(scopes: tuple[str, ...]) -> list[tuple]:
@@ -240,6 +259,7 @@ def kept_many(kind: str, ids, scopes, build) -> dict:
 def reset() -> None:
     """A new namespace for every key (tests whose database rolled back its versions)."""
     _namespace["salt"] = uuid.uuid4().hex
+    _made["now"] = (None, {})
     store.clear_copy()
 
 

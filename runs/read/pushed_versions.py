@@ -59,6 +59,7 @@ class Copy:
         self.values: dict[str, tuple[int, datetime | None]] = {}
         self.live = False
         self.generation = 0
+        self.changes = 0  # moves with every change to `values` (changes())
 
     def up(self) -> None:
         """LISTEN has taken effect: from now on a read of the table can be kept."""
@@ -78,11 +79,13 @@ class Copy:
             if payload != RESET:
                 scope, value, at = parse(payload)
                 self.values[scope] = (value, at)
+            self.changes += 1
 
     def _forget(self) -> None:
         """Empty the copy, and keep no read that began before (caller holds the lock)."""
         self.values.clear()
         self.generation += 1
+        self.changes += 1
 
     def lookup(self, scopes, read) -> dict[str, tuple[int, datetime | None]] | None:
         """{scope: (value, changed_at)} for these scopes, or None when no LISTEN is up.
@@ -102,6 +105,7 @@ class Copy:
                 if self.live and self.generation == generation:
                     for scope, version in fetched.items():
                         self.values.setdefault(scope, version)
+                    self.changes += 1
             found.update(fetched)
         return found
 
@@ -128,6 +132,14 @@ def lookup(scopes, read):
                     target=_listen, args=(_listener["stop"],), name="ki-versions", daemon=True
                 ).start()
     return _copy.lookup(scopes, read)
+
+
+def changes() -> int | None:
+    """A number that moves whenever this process's copy does, None while it has none: what was
+    worked out from the copy's versions (freshness.current) stands while the number does."""
+    if _started["pid"] != os.getpid() or not _copy.live or not enabled():
+        return None
+    return _copy.changes
 
 
 def enabled() -> bool:

@@ -50,8 +50,8 @@ import contextvars
 import hashlib
 import uuid
 from dataclasses import dataclass, field
-from functools import cached_property
 from datetime import UTC, datetime
+from functools import cached_property
 
 from django.apps import apps
 from django.db import DatabaseError, connections
@@ -119,7 +119,7 @@ _reading: contextvars.ContextVar[Versions | None] = contextvars.ContextVar("vers
 # were worked out at (pushed_versions.changes()): a cached page asks for the same ones again
 # and again. One tuple, replaced whole, so a thread never pairs one state with another's.
 _made: dict[str, tuple[int | None, dict]] = {"now": (None, {})}
-MADE_MOST = 10_000  # sets of scopes (each run page names its own run)
+MADE_MOST = 1_000  # sets of scopes (each run page names its own run), about 1 KB each
 
 
 def current(scopes, *, pushed: bool = False) -> Versions:

@@ -3,6 +3,7 @@ copy keeps and when it gives up, then the real thing on PostgreSQL with committe
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 
@@ -146,9 +147,30 @@ def test_versions_from_the_copy_are_worked_out_once_while_it_stands(monkeypatch)
     assert len(looked) == 4
 
 
-def test_no_number_without_a_live_copy_in_this_process(settings):
-    settings.PUSHED_VERSIONS = False
-    assert pushed_versions.changes() is None
+def test_no_number_without_a_live_copy_in_this_process(monkeypatch):
+    copy = Copy()
+    copy.up()
+    monkeypatch.setattr(pushed_versions, "_copy", copy)
+    monkeypatch.setattr(pushed_versions, "enabled", lambda: True)
+    monkeypatch.setitem(pushed_versions._started, "pid", os.getpid())
+    assert pushed_versions.changes() == copy.changes  # listening here, live, enabled
+    monkeypatch.setitem(pushed_versions._started, "pid", os.getpid() + 1)
+    assert pushed_versions.changes() is None  # a forked child before its own listener starts
+    monkeypatch.setitem(pushed_versions._started, "pid", os.getpid())
+    monkeypatch.setattr(pushed_versions, "enabled", lambda: False)
+    assert pushed_versions.changes() is None  # turned off
+    monkeypatch.setattr(pushed_versions, "enabled", lambda: True)
+    copy.down()
+    assert pushed_versions.changes() is None  # the connection is down
+
+
+def test_the_versions_kept_from_the_copy_are_bounded(monkeypatch):
+    monkeypatch.setattr(pushed_versions, "changes", lambda: 1)
+    monkeypatch.setattr(pushed_versions, "lookup", lambda scopes, read: {})
+    monkeypatch.setattr(freshness, "MADE_MOST", 3)
+    for n in range(10):
+        freshness.current([f"run:{n:08x}"], pushed=True)
+        assert len(freshness._made["now"][1]) <= 3
 
 
 # On PostgreSQL, with commits ------------------------------------------------------------

@@ -151,3 +151,51 @@ def test_a_cached_page_is_served_from_the_copy_and_retired_with_its_versions(
     assert shared_calls == []
     Run.objects.filter(pk=run.pk).update(rank=41)
     assert client.get(url)["X-Page-Cache"] == "miss"
+
+
+def test_a_value_kept_in_this_process_only_never_reaches_the_shared_cache(shared_calls):
+    from django.core.cache import cache
+
+    store.put("mine", "v", 60, shared=False)
+    assert store.get("mine", shared=False) == "v"
+    assert cache.get(store.SHARED + "mine") is None
+    store.clear_copy()  # another process, or this one once its copy dropped the entry
+    assert store.get("mine", "gone", shared=False) == "gone"
+    assert store.get("mine", "gone") == "gone"
+    store.put("both", "v", 60)
+    store.clear_copy()
+    shared_calls.clear()
+    assert store.get("both", "not asked", shared=False) == "not asked"
+    assert shared_calls == []  # a read of this process's copy only asks the shared cache nothing
+    assert store.get("both") == "v"
+
+
+@pytest.mark.django_db
+def test_a_run_pages_sections_are_kept_by_the_process_that_rendered_them(
+    client, settings, monkeypatch, shared_calls
+):
+    """Each cold run page would otherwise store its 30 KB in the shared cache for a reader who
+    seldom comes to the same process; the process that rendered them serves them again."""
+    from django.core.cache import cache
+
+    from runs.querysets import RunQuerySet
+
+    settings.PAGE_CACHE_SECONDS = 0
+    reads = []
+    real = RunQuerySet.run_page_or_404
+
+    def counted(self, public_id):
+        reads.append(public_id)
+        return real(self, public_id)
+
+    monkeypatch.setattr(RunQuerySet, "run_page_or_404", counted)
+    run = RunFactory()
+    url = f"/runs/{run.public_id}/"
+    first = client.get(url).content
+    key = f"kept:run-page:{run.public_id}:{freshness.current([freshness.DATA]).key}"
+    assert key in store._copy and cache.get(store.SHARED + key) is None
+    shared_calls.clear()
+    assert client.get(url).content == first and reads == [run.public_id]
+    assert not [keys for _, keys in shared_calls if "run-page" in str(keys)]
+    store.clear_copy()  # another process renders them again, and the page is the same
+    assert client.get(url).content == first and reads == [run.public_id] * 2

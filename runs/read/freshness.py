@@ -224,18 +224,19 @@ def run_activity(public_id: str) -> int:
 _MISSING = object()
 
 
-def kept(name: str, scopes, compute, *, keep=None):
+def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     """compute(), kept under the versions of `scopes` (what compute reads) in the shared cache
     and this process's copy of it (store.py): for the parts of a page that cost more than the
     rest of it (the home page's counts, a benchmark page's tables). `keep` decides which
     values are worth keeping (not error pages, whose keys a client can vary at will). A cache
-    outage computes every time."""
+    outage computes every time. `shared=False` keeps the value in this process's copy only
+    (store.put_many says for which values)."""
     full = f"kept:{name}:{current(scopes).key}"
-    value = store.get(full, _MISSING)
+    value = store.get(full, _MISSING, shared=shared)
     if value is _MISSING:
         value = compute()
         if keep is None or keep(value):
-            store.put(full, value, KEPT_SECONDS)
+            store.put(full, value, KEPT_SECONDS, shared=shared)
     return value
 
 

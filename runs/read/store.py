@@ -1,6 +1,6 @@
 """Where the pages of the page cache and the values kept for pages (freshness.kept, kept_many)
 are stored: the shared cache (Redis), and a copy of what each process put there or read from
-it, in that process.
+it, in that process. A value put with shared=False is kept in that copy only.
 
 Every key stored here names the versions its value was computed under, and a request reads its
 versions before it looks anything up (freshness.py), so the process's copy can no more serve a
@@ -41,9 +41,12 @@ _held = {"bytes": 0}
 _lock = threading.Lock()
 
 
-def get(key: str, default=None):
+def get(key: str, default=None, *, shared: bool = True):
+    """The value stored under `key`; with shared=False, only if this process holds it."""
     entry = _copied(key)
     if entry is None:
+        if not shared:
+            return default
         entry = _shared(cache.get, SHARED + key)
         if entry is None or entry[0] <= time.time():
             return default
@@ -66,18 +69,22 @@ def get_many(keys) -> dict:
     return {key: pickle.loads(entry[1]) for key, entry in found.items()}
 
 
-def put(key: str, value, seconds: float) -> None:
-    put_many({key: value}, seconds)
+def put(key: str, value, seconds: float, *, shared: bool = True) -> None:
+    put_many({key: value}, seconds, shared=shared)
 
 
-def put_many(values: dict, seconds: float) -> None:
+def put_many(values: dict, seconds: float, *, shared: bool = True) -> None:
+    """Store the values in the shared cache and this process's copy; with shared=False, in
+    the copy only (values that are large, rarely asked for twice and cheap to make again in
+    another process: a run page's sections, freshness.kept)."""
     if seconds <= 0:
         return
     expires = time.time() + seconds
     entries = {
         key: (expires, pickle.dumps(v, pickle.HIGHEST_PROTOCOL)) for key, v in values.items()
     }
-    _shared(cache.set_many, {SHARED + key: entry for key, entry in entries.items()}, seconds)
+    if shared:
+        _shared(cache.set_many, {SHARED + key: entry for key, entry in entries.items()}, seconds)
     for key, entry in entries.items():
         _copy_in(key, entry)
 

@@ -31,6 +31,11 @@ class AttestationQuerySet(models.QuerySet):
     def by(self, user) -> AttestationQuerySet:
         return self.filter(author=user)
 
+    def unpublished(self) -> AttestationQuerySet:
+        """Pending, rejected, hidden and withdrawn items: what only their author and moderators
+        see."""
+        return self.exclude(state="approved")
+
     def measured(self) -> AttestationQuerySet:
         """Reproductions whose figures come from an uploaded result file."""
         return self.exclude(result_digest="")
@@ -84,3 +89,6 @@ class PosterBanQuerySet(models.QuerySet):
 class ApiTokenQuerySet(models.QuerySet):
     def active(self) -> ApiTokenQuerySet:
         return self.filter(revoked_at=None)
+
+    def of(self, user) -> ApiTokenQuerySet:
+        return self.filter(user=user)

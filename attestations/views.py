@@ -155,7 +155,7 @@ def user_profile(request: HttpRequest, username: str) -> HttpResponse:
     items = Attestation.objects.approved().by(profile).with_related()
     # The user's own page also lists what the public does not see, with moderators' reasons.
     own_unpublished = (
-        Attestation.objects.by(profile).exclude(state="approved").with_related()
+        Attestation.objects.by(profile).unpublished().with_related()
         if request.user == profile
         else Attestation.objects.none()
     )
@@ -183,7 +183,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             # Rendered, not redirected: the raw token exists only in this one response.
             created = {"token": token, "raw": raw}
             form = TokenForm()
-    items = ApiToken.objects.filter(user=request.user)
+    items = ApiToken.objects.of(request.user)
     return render(
         request, "attestations/tokens.html", {"form": form, "tokens": items, "created": created}
     )

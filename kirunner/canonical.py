@@ -44,7 +44,12 @@ def canonicalize(value: Any) -> bytes:
 
 def sha256_digest(value: Any) -> str:
     """The "sha256:" digest of the value's canonical bytes: manifests, payloads, results."""
-    return "sha256:" + hashlib.sha256(canonicalize(value)).hexdigest()
+    return digest_bytes(canonicalize(value))
+
+
+def digest_bytes(data: bytes) -> str:
+    """The "sha256:" digest of canonical bytes already made (a manifest's, from its spec's)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 # json.dumps with these options builds a new encoder on every call, a third of the cost of

@@ -13,6 +13,7 @@ from django.urls import reverse
 from runs.querysets import (
     BenchmarkQuerySet,
     ComparisonGroupQuerySet,
+    GpuQuerySet,
     PublicationQuerySet,
     RunQuerySet,
     TallyQuerySet,
@@ -75,6 +76,8 @@ class Gpu(models.Model):
     peak_bandwidth_gbs = models.FloatField(help_text="Peak memory bandwidth, GB/s (10^9 bytes)")
     peak_bf16_tflops = models.FloatField(help_text="Peak dense bf16 tensor rate, TFLOP/s")
     gpu_class = models.SlugField(max_length=32, help_text="Rerun queue class, e.g. h100, h200")
+
+    objects = GpuQuerySet.as_manager()
 
     class Meta:
         ordering = ["vendor", "product", "form_factor"]
@@ -596,6 +599,17 @@ class EvidenceEventQuerySet(AppendOnlyQuerySet):
 
     def for_run(self, run) -> EvidenceEventQuerySet:
         return self.filter(run__public_id=run.public_id).select_related("controlled_run")
+
+    def newest_rerun_median(self, run) -> tuple[float, str] | None:
+        """(median, GPU) of the newest controlled rerun of the run (any revision), or None."""
+        return (
+            self.filter(run__public_id=run.public_id, controlled_run__isnull=False)
+            .order_by("-created_at", "-id")
+            .values_list(
+                "controlled_run__median", "controlled_run__environment__gpu__upstream_name"
+            )
+            .first()
+        )
 
 
 class EvidenceEvent(AppendOnly):

@@ -64,6 +64,10 @@ class RunQuerySet(models.QuerySet):
             revised=Count("id", filter=Q(revision__gt=1)),
         )
 
+    def with_ids(self, ids) -> RunQuerySet:
+        """These runs, by primary key (rows a listing kept no part of)."""
+        return self.filter(pk__in=ids)
+
     def in_groups(self, groups) -> RunQuerySet:
         """Runs of these comparison groups (ids, or one group in a list)."""
         return self.filter(group__in=groups)
@@ -261,6 +265,12 @@ class RunQuerySet(models.QuerySet):
             [run.history_key],
         )
         return dict(rows)
+
+
+class GpuQuerySet(models.QuerySet):
+    def measured(self) -> GpuQuerySet:
+        """The GPUs some environment names (the catalogue lists more than were measured)."""
+        return self.filter(environments__isnull=False).distinct()
 
 
 class ComparisonGroupQuerySet(models.QuerySet):

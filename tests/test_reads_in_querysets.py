@@ -13,15 +13,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# The page views and the parts they keep, the feeds and every app's run-page panels.
-MODULES = [
-    "runs/pages/views.py",
-    "runs/pages/data_parts.py",
-    "runs/pages/feeds.py",
-    "runs/pages/change_feeds.py",
+# Every module of runs/pages/ (the page views, the parts they keep, the run page's sections,
+# the listings, the feeds), every app's run-page panels and the community's page views.
+MODULES = sorted(str(p.relative_to(REPO)) for p in (REPO / "runs/pages").glob("*.py")) + [
     "reruns/panels.py",
     "attestations/panels.py",
     "attestations/watching/panels.py",
+    "attestations/views.py",
 ]
 BUILDERS = {
     "filter",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ PYTHON = [
     for path in ROOT.rglob("*.py")
     if not {".venv", "tests", "bench", "migrations", "node_modules"} & set(path.parts)
 ]
+# A "sha256:" digest written out: the prefix joined to a hash's hex digest.
+DIGEST_MADE = re.compile(r"""["']sha256:["']\s*\+.*hexdigest\(|f["']sha256:\{[^}]*hexdigest""")
 
 
 def _signed_results(folder: Path) -> list[Path]:
@@ -72,7 +75,10 @@ def _defined_names(path: Path) -> set[str]:
 
 def test_one_definition_of_each_shared_rule() -> None:
     """API_VERSION, the HMAC, the key rule and the "sha256:" digest helper are each written once."""
-    rules = {"API_VERSION", "parse_key", "sign_payload", "verify_result", "sha256_digest"}
+    rules = {
+        "API_VERSION", "parse_key", "sign_payload", "verify_result", "sha256_digest",
+        "digest_bytes",
+    }  # fmt: skip
     where: dict[str, list[str]] = {name: [] for name in rules}
     hmac_calls = []
     for path in PYTHON:
@@ -86,5 +92,10 @@ def test_one_definition_of_each_shared_rule() -> None:
         "sign_payload": ["kirunner/sign.py"],
         "verify_result": ["kirunner/sign.py"],
         "sha256_digest": ["kirunner/canonical.py"],
+        "digest_bytes": ["kirunner/canonical.py"],
     }
     assert hmac_calls == ["kirunner/sign.py"]
+    # and a "sha256:" digest is made only there: every other module calls those two.
+    assert sorted(
+        str(p.relative_to(ROOT)) for p in PYTHON if DIGEST_MADE.search(p.read_text())
+    ) == ["kirunner/canonical.py"]

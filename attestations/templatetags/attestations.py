@@ -5,6 +5,7 @@ from django.utils.safestring import SafeString
 
 from attestations.markdown import render_markdown
 from attestations.models import Attestation, Report
+from runs.pages.units import scale
 
 register = template.Library()
 
@@ -16,19 +17,9 @@ def markdown(text: str) -> SafeString:
 
 @register.filter
 def measure(value: int | None, unit: str) -> str:
-    """385536, "ns" → "385.5 µs"; bytes in KiB/MiB/GiB."""
-    if value is None:
-        return "—"
-    if unit == "ns":
-        steps = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs")]
-        small = "ns"
-    else:
-        steps = [(1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")]
-        small = "B"
-    for factor, name in steps:
-        if abs(value) >= factor:
-            return f"{value / factor:.1f} {name}"
-    return f"{value} {small}"
+    """385536, "ns" → "385.5 µs": a reproduction's figures read as the run's own beside them
+    (runs.pages.units, the one formatter of measurements)."""
+    return scale(value, unit)
 
 
 @register.filter

@@ -8,10 +8,9 @@ digested, so titles can be reworded without changing what a digest pins.
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import Any
 
-from kirunner.canonical import API_VERSION, canonicalize, sha256_digest
+from kirunner.canonical import API_VERSION, canonicalize, digest_bytes, sha256_digest
 
 __all__ = [
     "API_VERSION",
@@ -41,7 +40,7 @@ def document_canonical(kind: str, spec: dict) -> tuple[bytes, str]:
     the ingest stores the same bytes as the run's JSON instead of encoding it a second time.
     """
     body = canonical_json(spec)
-    return body, "sha256:" + hashlib.sha256(_envelope(kind) + body + b"}").hexdigest()
+    return body, digest_bytes(_envelope(kind) + body + b"}")
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from django.template.loader import get_template
 from django.utils.html import escape, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.models import Benchmark, Environment, Gpu, Run, Source
+from runs.models import Benchmark, Gpu, Run, Source
 from runs.read import catalogue
 from runs.read.filters import RunFilter
 from runs.read.freshness import DATA, kept, kept_many
@@ -40,7 +40,7 @@ def table_rows(runs: Iterable[Run]) -> SafeString:
         whole = [given[pk] for pk in missing if _complete(given[pk])]
         partial = [pk for pk in missing if not _complete(given[pk])]
         if partial:
-            whole += Run.objects.filter(pk__in=partial).for_listing()
+            whole += Run.objects.with_ids(partial).for_listing()
         catalogue.attach(whole)
         return {run.pk: template.render({"r": run}) for run in whole}
 
@@ -60,7 +60,7 @@ def _mark(options: str, chosen: str | None) -> SafeString:
 def _catalogue_options() -> dict[str, str]:
     lists = {
         "benchmark": sorted(Benchmark.objects.all(), key=lambda row: row.title),
-        "gpu": [gpu for gpu in Gpu.objects.all() if gpu.pk in _gpus_in_use()],
+        "gpu": list(Gpu.objects.measured()),
         "source": sorted(Source.objects.all(), key=lambda row: row.name),
     }
     labels = {"benchmark": "title", "gpu": "upstream_name", "source": "name"}
@@ -72,11 +72,6 @@ def _catalogue_options() -> dict[str, str]:
         )
         for name, label in labels.items()
     }
-
-
-def _gpus_in_use() -> set[int]:
-    """The GPUs some environment names (the catalogue lists more than were measured)."""
-    return set(Environment.objects.values_list("gpu_id", flat=True))
 
 
 def catalogue_options(chosen: Mapping[str, str]) -> dict[str, SafeString]:

@@ -203,12 +203,7 @@ def _rerun(run: Run) -> history_chart.Rerun | None:
         return None  # every rerun's evidence event moves the level: this run has had none
     if run.source.slug == "kernelindex":
         return None  # a controlled run's level never moves (runs.evidence.evidence_apply)
-    row = (
-        EvidenceEvent.objects.filter(run__public_id=run.public_id, controlled_run__isnull=False)
-        .order_by("-created_at", "-id")
-        .values_list("controlled_run__median", "controlled_run__environment__gpu__upstream_name")
-        .first()
-    )
+    row = EvidenceEvent.objects.newest_rerun_median(run)
     if row is None:
         return None
     return history_chart.Rerun(float(row[0]), f"controlled rerun on {row[1]}")

@@ -110,3 +110,15 @@ def test_query_count_is_constant(client, run, owner, other):
     # table beside the controlled reruns shows the approved measured ones among them), answered
     # reports, its rerun jobs, and what the reader watches of its cell, benchmark and source.
     assert counts[1] <= 20
+
+
+def test_a_reproductions_figures_read_as_the_published_ones_beside_them():
+    """One formatter of measurements (runs.pages.units): a contributor's median and the
+    published median on the same page are written alike."""
+    from attestations.templatetags.attestations import measure as reproduction
+    from runs.templatetags.runs_tags import measure as published
+
+    for value, unit in [(12345, "ns"), (385536, "ns"), (2_500_000_000, "ns"), (999, "ns"),
+                        (39007436, "B"), (512, "B"), (None, "ns")]:  # fmt: skip
+        assert reproduction(value, unit) == published(value, unit)
+    assert reproduction(12345, "ns") == "12.35 µs"  # was "12.3 µs" beside the run's "12.35 µs"

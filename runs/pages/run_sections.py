@@ -35,9 +35,9 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     """The current run of this id with its catalogue rows, its manifest, and the page's
     sections that read the run data only, rendered: kept under the data's version by the id in
     this process, so a reader of a page it served before pays no query for any of them, only
-    for what else the page shows (its panels, the access date, the frame). `verdict(run)` is the evidence
-    event behind the level. `quiet_panels(run)`, where given, renders the panels of a run
-    nothing was written about as every anonymous reader sees them
+    for what else the page shows (its panels, the access date, the frame). `verdict(run)` is
+    the evidence event behind the level. `quiet_panels(run)`, where given, renders the panels
+    of a run nothing was written about as every anonymous reader sees them
     (RunExtensions.quiet_panels): kept with the sections, as "quiet_panels" (None where the
     first reader after a data change had none to give). A 404 for an id that names no
     current run (never kept)."""
@@ -74,9 +74,9 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     # Kept in this process only: readers arriving from links each ask for another run, so
     # storing every cold page's 30 KB in the shared cache cost each a round trip and Redis its
     # work (about 8 % of the random run page's throughput at 1M runs, docs/performance.md)
-    # for an entry another process seldom reads. Anonymous readers of a page asked for before get it whole from
-    # the shared page cache; this copy serves the same process's signed-in readers, the
-    # manifest and the page after a write about the run.
+    # for an entry another process seldom reads. Anonymous readers of a page asked for before
+    # get it whole from the shared page cache; this copy serves the same process's signed-in
+    # readers, the manifest and the page after a write about the run.
     return kept(f"run-page:{public_id_or_404(public_id)}", [DATA], compute, shared=False)
 
 

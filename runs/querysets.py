@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
 
 from django.db import connection, models
 from django.db.models import Count, Min, Q, Sum
@@ -9,11 +10,27 @@ from django.http import Http404
 
 PUBLIC_ID = re.compile(r"^[0-9a-f]{8}$")
 GROUP_KEY_PREFIX = re.compile(r"^[0-9a-f]{16,64}$")
-# A point of a cell's history as the run page reads it (RunQuerySet.history_sides): the
+# A point of a cell's history as the run page reads it (RunQuerySet.history_window): the
 # columns of the run_history index and the publication's slug and sequence; the page names the
 # source from the run's own catalogue rows (one source for most cells), not from a join.
 HISTORY_FIELDS = ("pk", "public_id", "median", "observed_at", "publication__slug",
                   "publication_id", "publication__sequence", "source_id")  # fmt: skip
+
+
+class RunPage(NamedTuple):
+    """A run as its page reads it (RunQuerySet.run_page_or_404)."""
+
+    run: models.Model
+    leader: str | None  # rank 1 of its group; None for the leader itself or an unranked run
+    group_has_claims: bool  # whether the leader's group has a judged claim (few have any)
+
+
+class HistoryWindow(NamedTuple):
+    """The cell's points around a run and its points per source (RunQuerySet.history_window)."""
+
+    before: list[dict]  # nearest first
+    after: list[dict]  # nearest first
+    per_source: dict[int, int]  # {source id: points} of the whole cell
 
 
 def public_id_or_404(public_id: str) -> str:
@@ -99,34 +116,26 @@ class RunQuerySet(models.QuerySet):
         provider key)."""
         return self.select_related("group", "implementation")
 
-    def run_page_or_404(self, public_id: str):
-        """current_or_404() of for_run_page(): the current run of this id with its workload and
-        comparison group, in one query written as SQL (by the unique index of current ids, and
-        the two primary keys). Django compiled that select of 57 columns in more time (0.4 ms)
-        than the database took to run it, and a reader arriving at a run nobody asked for
-        since the last data change pays it first; the rows become instances as the ORM makes
-        them (sql_instances)."""
+    def run_page_or_404(self, public_id: str) -> RunPage:
+        """current_or_404() of for_run_page(), with the leader of the run's group: the current
+        run of this id with its workload and comparison group, in one query written as SQL (by
+        the unique index of current ids, and the two primary keys). Django compiled that select
+        of 57 columns in more time (0.4 ms) than the database took to run it, and a reader
+        arriving at a run nobody asked for since the last data change pays it first; the rows
+        become instances as the ORM makes them (sql_instances). The leader comes in the same
+        round trip, which on a small host cost a page more than the database's work on it."""
         public_id_or_404(public_id)
-        quote = connection.ops.quote_name
-        joined = [self.model._meta.get_field(name) for name in ("workload", "group")]
-        parts = [(self.model, "r")] + [(f.related_model, f"j{i}") for i, f in enumerate(joined)]
-        joins = " ".join(
-            f"INNER JOIN {sql_table(f.related_model)} j{i} "
-            f"ON r.{quote(f.column)} = j{i}.{quote(f.target_field.column)}"
-            for i, f in enumerate(joined)
-        )
-        # r.is_current: the public rows (public()); one current revision per id (Run.Meta).
-        rows = sql_rows(
-            f"SELECT {', '.join(sql_columns(m, a) for m, a in parts)} "
-            f"FROM {sql_table(self.model)} r {joins} WHERE r.is_current AND r.public_id = %s",
-            [public_id],
-        )
+        sql, parts, joined = _run_page_sql(connection.vendor)
+        rows = sql_rows(sql, [public_id])
         if not rows:
             raise Http404(f"No run has the id {public_id}.")
-        run, *related = sql_instances(parts, rows[0])
+        *columns, leader, group_has_claims = rows[0]
+        run, *related = sql_instances(parts, columns)
         for field, instance in zip(joined, related, strict=True):
             field.set_cached_value(run, instance)
-        return run
+        if leader is None or leader == run.public_id:
+            return RunPage(run, None, False)
+        return RunPage(run, leader, bool(group_has_claims))
 
     def for_run_page(self) -> RunQuerySet:
         """What a run's own pages read beside it: the workload and the comparison group. The
@@ -145,28 +154,6 @@ class RunQuerySet(models.QuerySet):
             "environment__gpu",
             "group",
         )
-
-    def leader_of(self, run) -> tuple[str | None, bool]:
-        """The public id of rank 1 in the run's group ("Compare with #1"), None for the leader
-        itself or an unranked run, and whether the group has any judged claim (most have none,
-        and then the run page asks for no claim): one query on the group's indexes, none for
-        those without a leader. SQL, as history_sides is and for its reason."""
-        from runs.claims.models import JudgedClaim
-
-        if not run.rank or run.rank == 1:
-            return None, False
-        runs, claims = sql_table(self.model), sql_table(JudgedClaim)
-        # r.is_current: the public rows (public()).
-        rows = sql_rows(
-            f"SELECT r.public_id, EXISTS (SELECT 1 FROM {claims} c WHERE c.group_id = %s) "
-            f"FROM {runs} r WHERE r.is_current AND r.group_id = %s AND r.rank = 1 "
-            "ORDER BY r.public_id LIMIT 1",
-            [run.group_id, run.group_id],
-        )
-        if not rows or rows[0][0] == run.public_id:
-            return None, False
-        leader, group_has_claims = rows[0]
-        return leader, bool(group_has_claims)
 
     def ranking_rows(self) -> list[dict]:
         """The runs as a group page's table and chart show them: plain rows with their
@@ -213,12 +200,15 @@ class RunQuerySet(models.QuerySet):
             "pk", "public_id", "median", "observed_at", "publication__slug"
         )
 
-    def history_sides(self, run, size: int) -> tuple[list[dict], list[dict]]:
+    def history_window(self, run, size: int) -> HistoryWindow:
         """Up to `size` points of the run's cell on each side of it, nearest first, as rows of
-        HISTORY_FIELDS, in one query: two ranges of the run_history index from the run
-        outwards, each stopped after `size` rows. Written as SQL: Django took longer to
-        compile the UNION of two querysets (3 ms) than the database took to run it, and a
-        reader arriving at a run nobody asked for since the last data change pays it."""
+        HISTORY_FIELDS, and {source id: points} of the whole cell, in one query: two ranges of
+        the run_history index from the run outwards, each stopped after `size` rows, and a
+        count over the cell's range of it. Written as SQL: Django took longer to compile the
+        UNION of two querysets (3 ms) than the database took to run it, and a reader arriving
+        at a run nobody asked for since the last data change pays it. The counts come as rows
+        of their own (no pk), in the same round trip: at a million runs most cells are longer
+        than the window, and a second query cost the page more than the count itself."""
         ops = connection.ops
         runs = sql_table(self.model)
         publications = sql_table(self.model._meta.get_field("publication").related_model)
@@ -235,12 +225,16 @@ class RunQuerySet(models.QuerySet):
             f"SELECT * FROM ({select}r.observed_at <= %s AND {earlier} "
             "ORDER BY r.observed_at DESC, p.sequence DESC LIMIT %s) AS before_run UNION ALL "
             f"SELECT * FROM ({select}r.observed_at >= %s AND NOT {earlier} "
-            "ORDER BY r.observed_at, p.sequence LIMIT %s) AS after_run"
+            "ORDER BY r.observed_at, p.sequence LIMIT %s) AS after_run UNION ALL "
+            "SELECT NULL, NULL, NULL, NULL, NULL, NULL, COUNT(*), source_id "
+            f"FROM {runs} WHERE is_current AND history_key = %s GROUP BY source_id"
         )
         at, sequence = run.observed_at, run.publication.sequence
         when = ops.adapt_datetimefield_value(at)
         side = [run.history_key, when, when, when, sequence, size]
-        found = sql_rows(sql, side + side)
+        found = sql_rows(sql, side + side + [run.history_key])
+        counts = {row[7]: row[6] for row in found if row[0] is None}
+        found = [row for row in found if row[0] is not None]
         if connection.vendor != "postgresql":  # SQLite gives the time as text
             found = [
                 (*row[:3], ops.convert_datetimefield_value(row[3], None, connection), *row[4:])
@@ -253,18 +247,7 @@ class RunQuerySet(models.QuerySet):
         split = sum(
             1 for p in rows if (p["observed_at"], p["publication__sequence"]) < (at, sequence)
         )
-        return rows[:split][::-1], rows[split:]
-
-    def history_sources(self, run) -> dict[int, int]:
-        """{source id: points} of the run's cell, for a cell longer than its window on the run
-        page: a count over the cell's range of the run_history index, no join (SQL, as
-        history_sides is)."""
-        rows = sql_rows(
-            f"SELECT source_id, COUNT(*) FROM {sql_table(self.model)} "
-            "WHERE is_current AND history_key = %s GROUP BY source_id",
-            [run.history_key],
-        )
-        return dict(rows)
+        return HistoryWindow(rows[:split][::-1], rows[split:], counts)
 
 
 class GpuQuerySet(models.QuerySet):
@@ -432,6 +415,37 @@ def sql_instances(parts: list[tuple], row: tuple) -> list:
         instances.append(model.from_db(connection.alias, attnames, converted))
         start += len(attnames)
     return instances
+
+
+@functools.cache
+def _run_page_sql(vendor: str) -> tuple[str, list[tuple], list]:
+    """RunQuerySet.run_page_or_404's query, its (model, alias) parts and the joined fields:
+    the same text for every run, built once per process."""
+    from runs.claims.models import JudgedClaim
+    from runs.models import Run
+
+    quote = connection.ops.quote_name
+    joined = [Run._meta.get_field(name) for name in ("workload", "group")]
+    parts = [(Run, "r")] + [(f.related_model, f"j{i}") for i, f in enumerate(joined)]
+    joins = " ".join(
+        f"INNER JOIN {sql_table(f.related_model)} j{i} "
+        f"ON r.{quote(f.column)} = j{i}.{quote(f.target_field.column)}"
+        for i, f in enumerate(joined)
+    )
+    runs, claims = sql_table(Run), sql_table(JudgedClaim)
+    # r.is_current and l.is_current: the public rows (public()); one current revision per id
+    # (Run.Meta). The leader, rank 1 of the group ("Compare with #1"), and whether its group
+    # has a judged claim (then the page shows the claim between the two) are asked for only
+    # for a run ranked below it: on the group's indexes, nothing for the rest.
+    ranked_below = "WHEN r.rank > 1 THEN"
+    sql = (
+        f"SELECT {', '.join(sql_columns(m, a) for m, a in parts)}, "
+        f"CASE {ranked_below} (SELECT l.public_id FROM {runs} l WHERE l.is_current "
+        "AND l.group_id = r.group_id AND l.rank = 1 ORDER BY l.public_id LIMIT 1) END, "
+        f"CASE {ranked_below} EXISTS (SELECT 1 FROM {claims} c WHERE c.group_id = r.group_id) END "
+        f"FROM {runs} r {joins} WHERE r.is_current AND r.public_id = %s"
+    )
+    return sql, parts, joined
 
 
 @functools.cache

@@ -12,8 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import Evidence, Run
+from runs.pages import run_sections
 from runs.pages.units import scale
-from runs.read import freshness
+from runs.read import catalogue, freshness
 from tests.factories import (
     BenchmarkFactory,
     GpuFactory,
@@ -258,14 +259,14 @@ def test_run_page_query_count_does_notgrow(client, settings, django_assert_max_n
     large = queries(client, f"/runs/{run.public_id}/")
     assert small == large
     # Cold by design, not by keeping parts per data change: the versions (1), the run with its
-    # workload and group (1), its five catalogue rows (5, kept for the next run page that
-    # shares them), its leader with whether the group has judged claims (1), its cell's
-    # history window by history key (1; a count per source only when a side fills its
-    # window, and the rows of its other sources where a cell spans several), the changes among the points shown and the cell's status (2, none for a cell
-    # too short for the rule), each on an index; nothing for panels of a run nothing was
-    # written about.
+    # workload, group and leader, with whether the group has judged claims (1), its five
+    # catalogue rows (5, kept for the next run page that shares them), its cell's history
+    # window by history key with the count per source (1; and the rows of its other sources
+    # where a cell spans several), the changes among the points shown and the cell's status
+    # (2, none for a cell too short for the rule), each on an index; nothing for panels of a
+    # run nothing was written about.
     freshness.reset()
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(10):
         client.get(f"/runs/{run.public_id}/")
 
 
@@ -285,10 +286,47 @@ def test_a_run_page_read_first_asks_for_its_own_rows_only(client, settings):
     with CaptureQueriesContext(connection) as ctx:
         assert client.get(f"/runs/{run.public_id}/").status_code == 200
     tables = [re.findall(r'FROM "(\w+)"', q["sql"])[-1] for q in ctx.captured_queries]
-    # The versions, the run, its leader (and whether the group has claims: none) and its
-    # cell's two points, counted from those rows: two points of one source are too few for
+    # The versions, the run with its leader (and whether the group has claims: none), and its
+    # cell's two points with their count per source: two points of one source are too few for
     # the change rule, so no change queries.
-    assert tables == ["runs_version", "runs_run", "runs_run", "runs_run"]
+    assert tables == ["runs_version", "runs_run", "runs_run"]
+
+
+@pytest.mark.django_db
+def test_the_run_pages_read_names_the_leader_of_a_run_ranked_below_it():
+    """The run page's one query for the run also names rank 1 of its group, and only for a
+    run ranked below it: the leader and an unranked run have no "Compare with #1"."""
+    leader = RunFactory(provider="liger", rank=1, median=100_000)
+    run = RunFactory(provider="huggingface", rank=2, median=200_000)
+    alone = RunFactory(rank=None)
+    assert leader.group_id == run.group_id
+    assert Run.objects.run_page_or_404(run.public_id)[1:] == (leader.public_id, False)
+    assert Run.objects.run_page_or_404(leader.public_id)[1:] == (None, False)
+    assert Run.objects.run_page_or_404(alone.public_id)[1:] == (None, False)
+    Run.objects.filter(pk=leader.pk).update(is_current=False)  # revised away: no rank 1 now
+    assert Run.objects.run_page_or_404(run.public_id)[1:] == (None, False)
+
+
+@pytest.mark.django_db
+def test_the_history_window_counts_every_point_of_each_source():
+    """The window's count per source is of the whole cell, in every source, however few of its
+    points the window shows."""
+    shared = {"benchmark": BenchmarkFactory(), "gpu": GpuFactory(), "provider": "liger"}
+    sources = [SourceFactory(), SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI")]
+    runs = [
+        RunFactory(source=source, **shared)
+        for source, n in zip(sources, (30, 3), strict=True)
+        for _ in range(n)
+    ]
+    assert len({r.history_key for r in runs}) == 1
+    for run in (runs[0], runs[15], runs[-1]):
+        run = Run.objects.for_run_page().get(pk=run.pk)
+        catalogue.attach([run])
+        window = Run.objects.history_window(run, run_sections.HISTORY_SHOWN)
+        assert window.per_source == {sources[0].pk: 30, sources[1].pk: 3}
+        assert len(window.before) + len(window.after) < 33
+        part = run_sections.history(run)
+        assert part["total"] == 33 and [n for *_, n in part["sources"]] in ([30, 3], [3, 30])
 
 
 @pytest.mark.django_db
@@ -495,16 +533,17 @@ def test_the_run_pages_sql_read_gives_the_orms_instances(client):
     for run in (new, RunFactory(), RunFactory(labels={"nested": {"a": [1, 2.5, None]}})):
         orm = Run.objects.for_run_page().current_or_404(run.public_id)
         with CaptureQueriesContext(connection) as ctx:
-            sql = Run.objects.run_page_or_404(run.public_id)
+            sql, leader, _ = Run.objects.run_page_or_404(run.public_id)
             related = (sql.workload, sql.group)
         assert len(ctx.captured_queries) == 1
+        assert leader is None  # each run is alone in its group
         for a, b in ((orm, sql), (orm.workload, related[0]), (orm.group, related[1])):
             fields = [f.attname for f in type(a)._meta.concrete_fields]
             assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
             assert [type(getattr(a, f)) for f in fields] == [type(getattr(b, f)) for f in fields]
             assert b._state.db == a._state.db and not b._state.adding
     assert sql.labels == {"nested": {"a": [1, 2.5, None]}}
-    assert Run.objects.run_page_or_404(old.public_id).revision == 2
+    assert Run.objects.run_page_or_404(old.public_id).run.revision == 2
     for missing in ("0000000f", "not-an-id"):
         with pytest.raises(Http404):
             Run.objects.run_page_or_404(missing)

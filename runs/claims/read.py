@@ -63,7 +63,7 @@ def _load() -> dict:
 def pair_in_group(group_id: int, a: str, b: str) -> dict | None:
     """The judged claim between runs a and b of one group (a run page and its group's leader):
     one query for that pair, instead of loading the whole index for one pair. The run page
-    asks only when its group has a claim at all (RunQuerySet.leader_of says)."""
+    asks only when its group has a claim at all (RunQuerySet.run_page_or_404 says)."""
     from runs.claims.models import JudgedClaim
 
     rows = JudgedClaim.objects.between(group_id, a, b).order_by("severity", "id")

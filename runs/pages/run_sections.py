@@ -9,7 +9,6 @@ attestation, a job) leaves them kept: the page renders its panels around them.
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 from django.template.loader import render_to_string
 
@@ -43,10 +42,9 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     current run (never kept)."""
 
     def compute() -> dict:
-        run = Run.objects.run_page_or_404(public_id)
+        run, leader, group_has_claims = Run.objects.run_page_or_404(public_id)
         # Its catalogue rows are those of many other runs: kept apart, under the data version.
         catalogue.attach_kept([run])
-        leader, group_has_claims = Run.objects.leader_of(run)
         manifest = manifest_json(run)
         context = {
             "run": run,
@@ -109,10 +107,10 @@ def history(run: Run) -> dict:
 
 
 def _history(run: Run) -> dict:
-    before, after = Run.objects.history_sides(run, HISTORY_SHOWN)
+    before, after, per_source = Run.objects.history_window(run, HISTORY_SHOWN)
     n_after = min(len(after), HISTORY_SHOWN - min(len(before), HISTORY_SHOWN // 2))
     points = before[: HISTORY_SHOWN - n_after][::-1] + after[:n_after]
-    counted = _per_source(run, before, after)
+    counted = _per_source(run, before + after, per_source)
     # Publications per source, so the heading and the counts name what the points are.
     sources = [(name, slug, n) for _, name, slug, n in counted]
     total = sum(n for _, _, n in sources)
@@ -127,19 +125,14 @@ def _history(run: Run) -> dict:
     return part
 
 
-def _per_source(run: Run, before: list[dict], after: list[dict]) -> list[tuple]:
-    """(source id, name, slug, points) of each source of the cell, by name: from the rows read
-    when neither side filled its window (they are then the whole cell), else counted. Each
-    point is given its source's name and slug here: the run's own source (attached with its
-    catalogue rows) for most cells, a primary-key query for any other, not a join."""
-    if len(before) < HISTORY_SHOWN and len(after) < HISTORY_SHOWN:
-        counts = Counter(p["source_id"] for p in before + after)
-    else:
-        counts = Run.objects.history_sources(run)
+def _per_source(run: Run, points: list[dict], counts: dict[int, int]) -> list[tuple]:
+    """(source id, name, slug, points) of each source of the cell, by name. Each point is
+    given its source's name and slug here: the run's own source (attached with its catalogue
+    rows) for most cells, a primary-key query for any other, not a join."""
     sources = {run.source_id: run.source}
     others = set(counts) - set(sources)
     sources.update(Source.objects.in_bulk(others) if others else {})
-    for p in before + after:
+    for p in points:
         source = sources[p["source_id"]]
         p.update(source__name=source.name, source__slug=source.slug)
     named = [(pk, sources[pk].name, sources[pk].slug, n) for pk, n in counts.items()]

@@ -186,3 +186,28 @@ def test_the_api_and_the_benchmark_include_cost_the_same_with_more_changes(
     assert CellChange.objects.filter(provider_key__startswith="extra").count() == 12
     assert queries(client, "/api/v1/changes/?kind=step") == api
     assert queries(client, "/benchmarks/suite_0/") == bench
+
+
+def test_the_changes_at_points_come_with_the_cells_status_even_when_there_are_none(history):
+    """CellChangeQuerySet.at_points: the changes among the points and the cell's status, in
+    one query; a cell without changes among them still gives its status."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run = _run("own_kernel", "liger", 9)
+    key = {"source_ids": {run.source_id}, "cell_key": run.group.cell_key,
+           "provider_key": run.implementation.provider_key}  # fmt: skip
+    publications = dict(
+        Run.objects.history_of(run).values_list("publication__slug", "publication_id")
+    )
+    with CaptureQueriesContext(connection) as ctx:
+        changes, status = CellChange.objects.at_points(**key, publication_ids=publications.values())
+    assert len(ctx.captured_queries) == 1
+    assert [(c.kind, c.direction, c.previous_slug) for c in changes] == [
+        ("step", "regression", commit(8))
+    ]
+    assert changes[0].publication_id == publications[commit(9)] and status == "judged"
+    before = [pk for slug, pk in publications.items() if slug != commit(9)]
+    assert CellChange.objects.at_points(**key, publication_ids=before) == ([], "judged")
+    other = {**key, "cell_key": "sha256:" + "0" * 64}
+    assert CellChange.objects.at_points(**other, publication_ids=before) == ([], None)

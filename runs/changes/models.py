@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import models
 
 from runs.changes import detect
-from runs.changes.querysets import CellChangeQuerySet, CellSeriesQuerySet
+from runs.changes.querysets import CellChangeQuerySet
 
 
 class CellSeries(models.Model):
@@ -32,8 +32,6 @@ class CellSeries(models.Model):
     points = models.PositiveIntegerField()
     tolerance = models.FloatField(help_text="The cell's tolerance, the rule's floor")
     detected_at = models.DateTimeField(auto_now=True)
-
-    objects = CellSeriesQuerySet.as_manager()
 
     class Meta:
         constraints = [

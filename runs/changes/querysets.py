@@ -7,26 +7,44 @@ from django.db import models
 from django.db.models import Count, F, Q
 from django.db.models.functions import Abs
 
-from runs.querysets import sql_marks, sql_rows, sql_table
+from runs.querysets import sql_columns, sql_instances, sql_marks, sql_rows, sql_table
 
 
 class CellChangeQuerySet(models.QuerySet):
-    def at_points(self, *, source_ids, cell_key: str, provider_key: str, publication_ids):
+    def at_points(
+        self, *, source_ids, cell_key: str, provider_key: str, publication_ids
+    ) -> tuple[list, str | None]:
         """One cell's changes in these sources at these publications (the unique index), in
         the order they were found, each with `previous_slug`, the publication before it as a
-        run page names it: the changes among the points a run page shows. Written as SQL:
-        Django took longer to compile the filter than the database took to run it, and every
-        reader arriving at a run nobody asked for since the last data change pays it."""
+        run page names it, and the status of the cell's oldest series among these sources
+        (None if none has one): the changes among the points a run page shows, and what the
+        rule made of the cell. One query written as SQL: Django took longer to compile the
+        filter than the database took to run it, and every reader arriving at a run nobody
+        asked for since the last data change pays it; the status is the one row the changes
+        are joined to, so a cell without changes still gives it, in the same round trip."""
+        from runs.changes.models import CellSeries
+
         changes = sql_table(self.model)
         publications = sql_table(self.model._meta.get_field("previous").related_model)
         sources, points = list(source_ids), list(publication_ids)
-        return self.raw(
-            f"SELECT c.*, p.slug AS previous_slug FROM {changes} c "
-            f"INNER JOIN {publications} p ON c.previous_id = p.id "
-            f"WHERE c.source_id IN ({sql_marks(sources)}) AND c.cell_key = %s "
-            f"AND c.provider_key = %s AND c.publication_id IN ({sql_marks(points)}) ORDER BY c.id",
-            [*sources, cell_key, provider_key, *points],
+        marks = sql_marks(sources)
+        rows = sql_rows(
+            f"SELECT s.status, {sql_columns(self.model, 'c')}, p.slug FROM (SELECT "
+            f"(SELECT status FROM {sql_table(CellSeries)} WHERE source_id IN ({marks}) "
+            "AND cell_key = %s AND provider_key = %s ORDER BY id LIMIT 1) AS status) s "
+            f"LEFT JOIN ({changes} c INNER JOIN {publications} p ON c.previous_id = p.id) "
+            f"ON c.source_id IN ({marks}) AND c.cell_key = %s AND c.provider_key = %s "
+            f"AND c.publication_id IN ({sql_marks(points)}) ORDER BY c.id",
+            [*sources, cell_key, provider_key, *sources, cell_key, provider_key, *points],
         )
+        found = []
+        for row in rows:
+            if row[1] is None:  # no change: the status row alone
+                continue
+            (change,) = sql_instances([(self.model, "c")], row[1:-1])
+            change.previous_slug = row[-1]
+            found.append(change)
+        return found, rows[0][0]
 
     def of_source(self, source) -> CellChangeQuerySet:
         return self.filter(source=source)
@@ -79,16 +97,3 @@ class CellChangeQuerySet(models.QuerySet):
             .order_by()
         )
         return {(p, k, d): (cells, kernels) for p, k, d, cells, kernels in rows}
-
-
-class CellSeriesQuerySet(models.QuerySet):
-    def status_of(self, *, source_ids, cell_key: str, provider_key: str) -> str | None:
-        """The status of the cell's oldest series among these sources (the unique index), None
-        if none has one: SQL, for the reason CellChangeQuerySet.at_points gives."""
-        sources = list(source_ids)
-        rows = sql_rows(
-            f"SELECT status FROM {sql_table(self.model)} WHERE source_id IN ({sql_marks(sources)}) "
-            "AND cell_key = %s AND provider_key = %s ORDER BY id LIMIT 1",
-            [*sources, cell_key, provider_key],
-        )
-        return rows[0][0] if rows else None

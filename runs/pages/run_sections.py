@@ -13,7 +13,7 @@ import json
 from django.template.loader import render_to_string
 
 from runs.changes import detect
-from runs.changes.models import CellChange, CellSeries
+from runs.changes.models import CellChange
 from runs.claims import read as claims
 from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
@@ -177,7 +177,7 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
     key = {"source_ids": source_ids, "cell_key": run.group.cell_key,
            "provider_key": run.implementation.provider_key}  # fmt: skip
     slugs = {p["publication_id"]: p["publication__slug"] for p in points}
-    changes = list(CellChange.objects.at_points(**key, publication_ids=slugs))
+    changes, series = CellChange.objects.at_points(**key, publication_ids=slugs)
     # The sizes of the groups these changes moved with; none for a cell whose changes moved
     # alone or that did not change (most of them), so no query. A change's `grouped` is that
     # of every change of its publication, kind and direction (runs.changes.services._regroup).
@@ -186,7 +186,6 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
     for c in changes:
         c.publication_slug = slugs[c.publication_id]  # the page names the points by slug
         c.together = sizes.get((c.publication_id, c.kind, c.direction))
-    series = CellSeries.objects.status_of(**key)
     return changes, series
 
 

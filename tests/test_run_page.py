@@ -547,3 +547,28 @@ def test_the_run_pages_sql_read_gives_the_orms_instances(client):
     for missing in ("0000000f", "not-an-id"):
         with pytest.raises(Http404):
             Run.objects.run_page_or_404(missing)
+
+
+def test_page_urls_are_reversed_once_per_process(monkeypatch):
+    """Model.get_absolute_url of the catalogue and runs: reverse()'s answer, asked once."""
+    from django.urls import reverse
+
+    from runs import models
+
+    models.page_url.cache_clear()
+    calls = []
+
+    def counted(name, args):
+        calls.append(name)
+        return reverse(name, args=args)
+
+    monkeypatch.setattr(models, "reverse", counted)
+    for _ in range(3):
+        assert models.page_url("runs:detail", "01a0202b") == reverse(
+            "runs:detail", args=["01a0202b"]
+        )
+        assert models.page_url("runs:gpu", "nvidia-h100") == reverse(
+            "runs:gpu", args=["nvidia-h100"]
+        )
+    assert calls == ["runs:detail", "runs:gpu"]
+    models.page_url.cache_clear()

@@ -128,6 +128,7 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     page = run_sections.page(public_id, _verdict, run_extensions.quiet_panels(request, activity))
     run = page["run"]
     run.activity = activity
+    permalink = citation.permalink(run)
     return render(
         request,
         "runs/run_detail.html",
@@ -135,9 +136,9 @@ def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "run": run,
             "sections": page["sections"],
             "panels": run_extensions.render_panels(request, run, page.get("quiet_panels")),
-            "permalink": citation.permalink(run),
+            "permalink": permalink,
             "today": timezone.now().date(),
-            "canonical": citation.permalink(run),
+            "canonical": permalink,
         },
     )
 

@@ -24,13 +24,13 @@ from runs.querysets import (
 DIGEST_LENGTH = 71  # "sha256:" + 64 hex
 
 
-@functools.lru_cache(maxsize=50_000)
+@functools.lru_cache(maxsize=10_000)
 def page_url(name: str, *args: str) -> str:
     """reverse() of a page of the catalogue or a run, once per process for each: a run page
     links to its source, GPU, benchmark and group (and to itself, twice), and reverse() costs
     about 20 µs a call, its pattern match and quoting (a cold run page's links were a tenth of
-    its CPU at 1M runs). The URL conf does not change while a process runs, and the table is
-    bounded (about 100 bytes an entry)."""
+    its CPU at 1M runs). The URL conf does not change while a process runs; the table holds
+    the 10,000 most recent (about 260 bytes each, measured)."""
     return reverse(name, args=args)
 
 

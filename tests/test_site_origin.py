@@ -64,3 +64,42 @@ def test_in_production_site_root_is_the_one_origin_whatever_the_host(client, run
     api = client.get("/api/v1/runs/?page_size=1", HTTP_HOST="evil.example").json()
     assert api["next"].startswith("https://kernelindex.example.org/api/v1/runs/?cursor=")
     assert api["results"][0]["url"].startswith("https://kernelindex.example.org/runs/")
+
+
+def test_under_debug_without_site_root_no_cached_thing_carries_one_host_to_another(
+    client, runs, settings
+):
+    """Every layer that keeps a page or a part of one (the page cache, the values kept for
+    pages in the shared cache and in each process's copy, the ETag) keeps it per origin when
+    links follow the request: the same demo opened as localhost and as the machine's address
+    gives each its own links."""
+    settings.DEBUG = True
+    settings.SITE_ROOT_CONFIGURED = False
+    settings.ALLOWED_HOSTS = ["alpha.example", "beta.example"]
+    run = runs[0]
+    # (url, served from the page cache): the others still keep parts (kept, kept_many).
+    urls = [
+        ("/api/v1/runs/?page_size=2", True),  # each run kept apart (kept_many)
+        (f"/api/v1/runs/{run.public_id}/", True),  # kept whole (kept)
+        (run.get_absolute_url(), True),  # its sections kept in the process's copy
+        ("/", True),
+        ("/feeds/runs.atom", True),
+        (f"/runs/{run.public_id}/cite.bib", False),
+        (f"/runs/{run.public_id}/cite.csl.json", False),
+    ]
+    for url, page_cached in urls:
+        alpha = client.get(url, HTTP_HOST="alpha.example")
+        again = client.get(url, HTTP_HOST="alpha.example")
+        beta = client.get(url, HTTP_HOST="beta.example")
+        assert alpha.status_code == again.status_code == beta.status_code == 200, url
+        assert "http://alpha.example/" in again.content.decode(), url
+        body = beta.content.decode()
+        assert "alpha.example" not in body, url
+        assert "http://beta.example/" in body, url
+        if not page_cached:
+            continue
+        assert again["X-Page-Cache"] == "hit" and beta["X-Page-Cache"] == "miss", url
+        # A browser that kept alpha's copy never gets a 304 for beta's page.
+        assert beta["ETag"] != alpha["ETag"], url
+        asked = client.get(url, HTTP_HOST="beta.example", HTTP_IF_NONE_MATCH=alpha["ETag"])
+        assert asked.status_code == 200, url

@@ -56,6 +56,7 @@ from functools import cached_property
 from django.apps import apps
 from django.db import DatabaseError, connections
 
+from kernelindex.origin import site_root
 from runs.models import Version
 from runs.read import pushed_versions, store
 
@@ -231,7 +232,7 @@ def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     values are worth keeping (not error pages, whose keys a client can vary at will). A cache
     outage computes every time. `shared=False` keeps the value in this process's copy only
     (store.put_many says for which values)."""
-    full = f"kept:{name}:{current(scopes).key}"
+    full = f"kept:{name}:{current(scopes).key}:{_origin()}"
     value = store.get(full, _MISSING, shared=shared)
     if value is _MISSING:
         value = compute()
@@ -245,7 +246,7 @@ def kept_many(kind: str, ids, scopes, build) -> dict:
     kept under the versions of `scopes` like kept(). `build(missing ids)` makes those not
     kept, all in one go, so a page of fifty costs at most one round trip to the shared cache
     and one query more, however many of its parts were missing."""
-    version = current(scopes).key
+    version = f"{current(scopes).key}:{_origin()}"
     keys = {pk: f"kept:{kind}:{pk}:{version}" for pk in ids}
     found = store.get_many(keys.values())
     parts = {pk: found[key] for pk, key in keys.items() if key in found}
@@ -255,6 +256,14 @@ def kept_many(kind: str, ids, scopes, build) -> dict:
         store.put_many({keys[pk]: part for pk, part in built.items()}, KEPT_SECONDS)
         parts.update(built)
     return parts
+
+
+def _origin() -> str:
+    # A kept value may hold absolute links (the API's urls, a feed, a run page's commands),
+    # and under DEBUG without SITE_ROOT they follow the address each request came to: a value
+    # is kept per origin, so one host's links are never served to another. With SITE_ROOT it
+    # is the one origin, and this adds nothing to tell apart.
+    return hashlib.sha256(site_root().encode()).hexdigest()[:12]
 
 
 def reset() -> None:

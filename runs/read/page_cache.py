@@ -13,6 +13,7 @@ from django.utils.cache import get_conditional_response, patch_cache_control, pa
 from django.utils.http import http_date
 from django.utils.text import compress_string
 
+from kernelindex.origin import site_root
 from runs.read import freshness, store
 
 
@@ -95,8 +96,10 @@ def _reader(request: HttpRequest) -> tuple[bool, bool]:
 def _key(request: HttpRequest, versions, anonymous: bool, gzipped: bool) -> str:
     raw = "|".join(
         [
-            # Pages are built from SITE_ROOT, but a view or a library may still read the
-            # Host header (allauth, DRF's browsable API): the host is part of the key.
+            # The origin the page's absolute links are built from (SITE_ROOT, or under DEBUG
+            # without it the address the request came to, scheme included), and the Host
+            # header, which a view or a library may still read (allauth, DRF's browsable API).
+            site_root(),
             request.get_host(),
             request.get_full_path(),
             versions.key,

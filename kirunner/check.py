@@ -71,6 +71,13 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 
 _CHUNK = 1 << 25  # elements per comparison chunk (256 MiB in float64)
 
+# `errorByRef`: the largest error per band of |ref|, BANDS_PER_DECADE bands a decade from
+# 10**BAND_LOW up (smaller |ref| in the lowest band, down to 0; exact zeros in their own band).
+# It lets a reader judge the output against any elementwise bound atol + rtol*|ref| (upstream's
+# own test tolerance, runs/evidence_correctness.py) without the tensors.
+BANDS_PER_DECADE = 4
+BAND_LOW, BAND_HIGH = -12, 8
+
 REFERENCE = "float64 eager torch (kirunner.reference), autograd for gradients"
 
 # Machine epsilon per dtype label: the unit that SignAtTies' tie width counts in.
@@ -206,6 +213,7 @@ def _compare(
         stats.add(gc, wc, atol * scale + rtol * wc.abs(), tie, isinstance(rule, SignAtTies))
     entry.update(
         passed=stats.passed(rule, w.numel()),
+        errorByRef=stats.bands(),
         maxAbsErr=stats.max_abs,
         maxRelErr=(stats.max_abs / stats.ref_max) if stats.ref_max > 0 else None,
         scale=scale,
@@ -227,9 +235,11 @@ class _Stats:
     misses_off_tie: int = 0  # ... where the reference's argument is not at a tie
     at_tie: int = 0  # elements where a miss is allowed
     worst_off_tie: float = 0.0
+    band_err: Any = None  # largest error per band of |ref| (errorByRef); index 0: ref == 0
 
     def add(self, gc: Any, wc: Any, bound: Any, tie: Any, sign_rule: bool = False) -> None:
         diff = (gc - wc).abs()
+        self._add_bands(diff, wc.abs())
         ratio = diff / bound
         self.max_abs = max(self.max_abs, float(diff.max()))
         self.worst = max(self.worst, float(ratio.max()))
@@ -250,6 +260,34 @@ class _Stats:
             off = ratio[~tie]
             if off.numel():
                 self.worst_off_tie = max(self.worst_off_tie, float(off.max()))
+
+    def _add_bands(self, diff: Any, ref: Any) -> None:
+        import torch
+
+        n = (BAND_HIGH - BAND_LOW) * BANDS_PER_DECADE
+        band = torch.floor((torch.log10(ref) - BAND_LOW) * BANDS_PER_DECADE).clamp(0, n - 1)
+        band = torch.where(ref == 0, torch.zeros_like(band), band + 1).long()
+        if self.band_err is None:
+            self.band_err = torch.full((n + 1,), -1.0, dtype=torch.float64, device=diff.device)
+        self.band_err.scatter_reduce_(0, band, diff, reduce="amax")
+
+    def bands(self) -> list[list[float]]:
+        """[low, high, largest error] of each band of |ref| that holds an element."""
+        if self.band_err is None:
+            return []
+        out = []
+        for i, err in enumerate(self.band_err.tolist()):
+            if err < 0:
+                continue
+            if i == 0:
+                low = high = 0.0
+            else:
+                low = 0.0 if i == 1 else 10.0 ** (BAND_LOW + (i - 1) / BANDS_PER_DECADE)
+                high = 10.0 ** (BAND_LOW + i / BANDS_PER_DECADE)
+                if i == (BAND_HIGH - BAND_LOW) * BANDS_PER_DECADE:
+                    high = max(high, self.ref_max)
+            out.append([low, min(high, self.ref_max) if i else 0.0, err])
+        return out
 
     def passed(self, rule: Any, n: int) -> bool:
         if isinstance(rule, _TIE_RULES):

@@ -35,8 +35,14 @@ from reruns.models import (
     ResultReceipt,
 )
 from reruns.result_schema import result_problem
-from runs.evidence import NoVerdict, evidence_apply, outcome_decide
-from runs.models import Run
+from runs.evidence import (
+    NoVerdict,
+    evidence_apply,
+    evidence_withdraw,
+    outcome_decide,
+    resting_event,
+)
+from runs.models import Evidence, Run
 from runs.reference import catalogue, plausibility
 from runs.sources.base import IngestError
 
@@ -587,6 +593,8 @@ def _outcome(job: RerunJob, payload: dict, passed: bool, gpu_spec):
         # Results of runners before process ids: each job counts as its own process.
         process=(payload.get("runner") or {}).get("process") or f"job:{job.uuid}",
         check_worst=_check_worst(payload),
+        checks=(payload.get("correctness") or {}).get("checks"),
+        dtype=((payload.get("workload") or {}).get("ran") or {}).get("dtype"),
     )
 
 
@@ -603,6 +611,57 @@ def _check_worst(payload: dict) -> float | None:
     if not failed or not all(isinstance(w, int | float) and math.isfinite(w) for w in failed):
         return None
     return float(max(failed))
+
+
+def result_rejudge(*, receipt: ResultReceipt) -> str:
+    """Re-decide a recorded result whose verdict was `incorrect`, by the evidence rule as it
+    stands now, from the figures the signed payload recorded (a rule change, such as judging
+    a failed check by upstream's own test tolerance, reaches results recorded before it only
+    this way: never by an edit of the level). Returns what happened:
+
+    - "kept": the rule still says `incorrect`;
+    - "moved": another outcome, applied with evidence_apply as a new event (cause
+      "rejudge:<job>"), the controlled run the result became unchanged;
+    - "withdrawn": the result can carry no verdict now (NoVerdict); the run goes back to the
+      level before that verdict, with an event that says why;
+    - "superseded": the level does not rest on this result's event (a later result set it);
+      nothing is done. Re-judge the newest results first: after a withdrawal the level rests
+      on the event before it, which is then re-judged in its turn.
+    """
+    event = receipt.evidence_event
+    if event is None or event.outcome != Evidence.INCORRECT:
+        return "kept"
+    job = RerunJob.objects.select_related(
+        "run__implementation", "run__environment__gpu", "run__publication", "run__benchmark"
+    ).get(pk=receipt.job_id)
+    run = job.run
+    resting = resting_event(run)
+    if resting is None or resting.pk != event.pk:
+        return "superseded"
+    payload = receipt.payload
+    gpu_spec = catalogue.GPUS.get((payload.get("environment") or {}).get("gpuName"))
+    if payload.get("device") != "cuda":
+        gpu_spec = None
+    passed = (payload.get("correctness") or {}).get("passed")
+    cause = f"rejudge:{job.uuid}"
+    try:
+        outcome = _outcome(job, payload, bool(passed), gpu_spec)
+    except NoVerdict as exc:
+        evidence_withdraw(
+            run=run, event=event, why=f"re-judged: no verdict: {exc}", cause=cause,
+            cause_job=job.uuid,
+        )  # fmt: skip
+        return "withdrawn"
+    if outcome.level == Evidence.INCORRECT:
+        return "kept"
+    evidence_apply(
+        run=run,
+        controlled_run=receipt.controlled_run,
+        outcome=outcome,
+        cause=cause,
+        cause_job=job.uuid,
+    )
+    return "moved"
 
 
 def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:
@@ -642,4 +701,5 @@ __all__ = [
     "rerun_request",
     "rerun_sweep",
     "result_record",
+    "result_rejudge",
 ]

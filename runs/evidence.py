@@ -7,9 +7,14 @@ became, and the move of the original run's level with its EvidenceEvent, in one 
 other writer, and tries the admin.
 
 The rule, given a verified controlled result for a run (docs/evidence.md has the table):
-1. Its correctness check failed: `incorrect`; but where it missed its bound by at most
-   CHECK_EDGE times and another runner process passed the same run's check on a GPU,
-   `checked` (the check sits at its tolerance's edge for this cell).
+1. Its correctness check failed (the runner's float64 criterion): judged by the tolerance
+   upstream's own test sets for the kernel and dtype at the row's commit
+   (runs/evidence_correctness.py). Outside it: `incorrect`; within it: the check does not stop
+   the verdict, and the rules below apply; where the recorded errors cannot tell, `NoVerdict`.
+   Where upstream has no test for the kernel and dtype, the runner's own criterion stands:
+   `incorrect`, but where it missed its bound by at most CHECK_EDGE times and another runner
+   process passed the same run's check on a GPU, `checked` (the check sits at its tolerance's
+   edge for this cell). The float64 errors are recorded either way (`accuracy`).
 2. A CPU result, or a GPU of another product (e.g. an H200 for an H100 run): `checked`, with
    the device time it measured when it has one ("measured on another GPU product"); the
    checks below concern a timing verdict, which another product never gives.
@@ -56,7 +61,7 @@ from pathlib import Path
 from django.db import transaction
 
 from kirunner import diagnose
-from runs import evidence_power, evidence_samples
+from runs import evidence_correctness, evidence_power, evidence_samples
 from runs.models import Evidence, EvidenceEvent, Run
 from runs.signals import evidence_moved
 
@@ -186,10 +191,12 @@ def outcome_decide(
     environment: dict | None = None,
     process: str | None = None,
     check_worst: float | None = None,
+    checks: list | None = None,
+    dtype: str | None = None,
 ) -> Outcome:
     """Apply the rule above; `facts` records every input it used, for the event.
     `check_worst`: a failed check's largest error over its bound (None: not finite, or not
-    given)."""
+    given). `checks`: the result's checked tensors (kirunner.check), `dtype` its workload's."""
     original_product = run.environment.gpu.product
     measurement = measurement or {}
     facts: dict = {
@@ -200,8 +207,22 @@ def outcome_decide(
         "metric": run.metric,
         "process": process,
     }
+    if checks is not None:
+        facts["accuracy"] = evidence_correctness.accuracy(checks)
     if not correctness_passed:
-        return _check_failed(run, check_worst, facts)
+        upstream = _upstream_check(run, checks, dtype)
+        if upstream is None:
+            return _check_failed(run, check_worst, facts)
+        facts["upstreamCheck"] = upstream.facts()
+        if upstream.state == evidence_correctness.OUTSIDE:
+            facts.update(checkWorst=check_worst, why=upstream.why())
+            return Outcome(Evidence.INCORRECT, facts)
+        if upstream.state == evidence_correctness.UNDECIDED:
+            raise NoVerdict(upstream.why())
+        missed = f" by up to {check_worst:.3g} times" if check_worst is not None else ""
+        facts["checkNote"] = (
+            f"the runner's float64 criterion was missed{missed}, but {upstream.why()}"
+        )
     if device != "cuda" or gpu_product is None:
         facts["why"] = "a CPU result can check correctness but never reproduce a GPU run"
         return Outcome(Evidence.CHECKED, facts)
@@ -215,6 +236,21 @@ def outcome_decide(
     return _verdict(run, measured, measurement, _latency_readable(run, measurement, facts), facts)
 
 
+def _upstream_check(
+    run: Run, checks: list | None, dtype: str | None
+) -> evidence_correctness.Judged | None:
+    """Rule 1: the failed check's tensors against upstream's test tolerance for the kernel and
+    dtype at the row's commit; None where upstream sets none (or no tensors were recorded)."""
+    if not checks:
+        return None
+    dtype = dtype or (run.workload.parameters or {}).get("dtype")
+    commit = run.publication.upstream_commit if run.publication_id else None
+    tolerance = evidence_correctness.upstream_tolerance(run.benchmark.slug, dtype, commit)
+    if tolerance is None:
+        return None
+    return evidence_correctness.judge(checks, tolerance)
+
+
 def _check_failed(run: Run, worst: float | None, facts: dict) -> Outcome:
     """Rule 1. A check that misses its bound narrowly in one process and passes in another
     (the same implementation and criterion, other random inputs) sits at its tolerance's edge
@@ -224,11 +260,18 @@ def _check_failed(run: Run, worst: float | None, facts: dict) -> Outcome:
     `checked`, and it leaves a timing verdict standing (the check says nothing of speed). A
     wide miss, or a NaN, is a wrong result on those inputs whatever other inputs gave."""
     facts["checkWorst"] = worst
+    missed = (
+        "with a NaN, an Inf or a mismatched shape" if worst is None else f"by {worst:.3g} times"
+    )
+    own = (
+        f"the output missed the runner's float64 criterion {missed}; no upstream test at this "
+        "row's commit sets a tolerance for this kernel and dtype, so that criterion stands"
+    )
     if worst is None or worst > CHECK_EDGE:
-        return Outcome(Evidence.INCORRECT, facts)
+        return Outcome(Evidence.INCORRECT, {**facts, "why": own})
     passed = evidence_samples.other_checks_passed(run, facts.get("process"))
     if not passed:
-        return Outcome(Evidence.INCORRECT, facts)
+        return Outcome(Evidence.INCORRECT, {**facts, "why": own})
     facts.update(
         checksPassedElsewhere=passed,
         why=(
@@ -536,6 +579,51 @@ def evidence_apply(
             )
     run.evidence = new_level
     return event
+
+
+def resting_event(run: Run) -> EvidenceEvent | None:
+    """The event the run's level rests on: the newest one that neither withdraws a verdict nor
+    was withdrawn (evidence_withdraw)."""
+    events = list(EvidenceEvent.objects.filter(run=run).order_by("-created_at", "-id"))
+    withdrawn = {e.facts.get("withdraws") for e in events if isinstance(e.facts, dict)}
+    for event in events:
+        facts = event.facts if isinstance(event.facts, dict) else {}
+        if "withdraws" not in facts and event.pk not in withdrawn:
+            return event
+    return None
+
+
+def evidence_withdraw(
+    *, run: Run, event: EvidenceEvent, why: str, cause: str, cause_job=None
+) -> EvidenceEvent:
+    """Withdraw the verdict `event` gave, where its result, re-decided by the rule as it now
+    stands, can carry none (NoVerdict): the run goes back to the level it had before that
+    event, and an event says why. Only the event the level rests on can be withdrawn
+    (resting_event); re-judging another would move a level another result set. After a
+    withdrawal the level rests on the event before it, which can be re-judged in turn."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        resting = resting_event(locked)
+        if resting is None or resting.pk != event.pk:
+            raise ValueError(f"the level of run {run.public_id} does not rest on event {event.pk}")
+        new_level = event.from_level
+        if new_level != locked.evidence:
+            Run.objects.filter(pk=run.pk).update(evidence=new_level)
+        withdrawn = EvidenceEvent.objects.create(
+            run=locked,
+            from_level=locked.evidence,
+            to_level=new_level,
+            outcome=new_level,
+            cause=cause,
+            cause_job=cause_job,
+            facts={"withdraws": event.pk, "withdrawnOutcome": event.outcome, "why": why},
+        )
+        if new_level != withdrawn.from_level:
+            transaction.on_commit(
+                lambda: evidence_moved.send(sender=EvidenceEvent, event_id=withdrawn.pk)
+            )
+    run.evidence = new_level
+    return withdrawn
 
 
 def _controlled_level(controlled_run: Run) -> None:

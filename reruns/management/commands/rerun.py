@@ -4,6 +4,7 @@
     manage.py rerun export <job-uuid> [--out JOB.json]      the job file the runner reads
     manage.py rerun import <RESULT.json>                    verify and record a signed result
     manage.py rerun load-demo <folder>                      jobs + results + worker-key.json
+    manage.py rerun rejudge                                 re-decide every `incorrect` result
 
 On the GPU host: python -m kirunner JOB.json --out RESULT.json --sign, with
 KERNELINDEX_WORKER_KEY_ID and KERNELINDEX_WORKER_KEY set to a key the server holds in
@@ -23,8 +24,14 @@ from django.utils.dateparse import parse_datetime
 from kernelindex import jsonbounds
 from kirunner.sign import parse_key
 from reruns.controlled import job_document
-from reruns.models import JobState, RerunJob
-from reruns.services import RerunError, ResultRejected, rerun_order_offline, result_record
+from reruns.models import JobState, RerunJob, ResultReceipt
+from reruns.services import (
+    RerunError,
+    ResultRejected,
+    rerun_order_offline,
+    result_record,
+    result_rejudge,
+)
 from runs.models import Run
 
 
@@ -67,6 +74,11 @@ class Command(BaseCommand):
         imp.add_argument("result")
         demo = sub.add_parser("load-demo", help="load a folder of jobs, results and its key")
         demo.add_argument("folder")
+        sub.add_parser(
+            "rejudge",
+            help="re-decide every recorded result whose verdict was `incorrect` by the rule as "
+            "it stands (e.g. upstream's own test tolerance), from its signed figures",
+        )
 
     def handle(self, *args, action: str, **options):
         getattr(self, "handle_" + action.replace("-", "_"))(**options)
@@ -110,6 +122,17 @@ class Command(BaseCommand):
         if receipt.controlled_run:
             line += f"; controlled run {receipt.controlled_run.public_id}"
         self.stdout.write(line)
+
+    def handle_rejudge(self, **_):
+        counts: dict[str, int] = {}
+        receipts = ResultReceipt.objects.filter(evidence_event__outcome="incorrect")
+        # Newest first: a withdrawn verdict leaves the level on the one before it.
+        for receipt in receipts.select_related("evidence_event").order_by("-pk"):
+            with transaction.atomic():
+                done = result_rejudge(receipt=receipt)
+            counts[done] = counts.get(done, 0) + 1
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to re-judge"
+        self.stdout.write(f"incorrect results re-judged: {shown}")
 
     def handle_load_demo(self, *, folder: str, **_):
         """Idempotent: a job already present is reused, a result already recorded skipped."""

@@ -1,0 +1,214 @@
+"""A failed correctness check is judged by the tolerance upstream's own test sets.
+
+The runner checks an implementation against float64 reference maths with its own criterion
+(kirunner/check.py): stricter than upstream's tests, which compare two implementations in the
+same dtype (Liger-Kernel's `assert_verbose_allclose`: |a - b| <= atol + rtol * |b| elementwise,
+with atol and rtol per kernel and dtype in each test's parametrize). A kernel whose fp32
+attention runs its matmuls in TF32 misses a float64 bound of 1e-4 and passes upstream's own
+5e-3. So `incorrect` is published only where the output also misses upstream's tolerance for
+that kernel and dtype at the row's commit (data/tolerance/upstream-tests.json, written by
+`python bench/upstream_test_tolerance.py --git-dir ... --write ...`, each entry with its file,
+test and line). The float64 errors are always kept and shown, as accuracy.
+
+A result records, per checked tensor, its largest error M, the largest |ref| R (M over the
+relative error), the RMS scale and the worst ratio W to the runner's own bound; a runner that
+also records the largest error per band of |ref| (`errorByRef`) is judged band by band. From
+those figures a tensor is:
+- within upstream's tolerance when every element provably is: M <= atol, or the runner's own
+  bound scaled by W lies under upstream's at every |ref| in [0, R] (both are lines in |ref|;
+  the error is also at most M);
+- outside it when the worst element provably is: M > atol + rtol * R (no |ref| gives that
+  element a larger bound), or a band's largest error exceeds the bound at the band's top;
+  a NaN, an Inf, a missing gradient or a shape mismatch is outside whatever the tolerance;
+- undecided otherwise: the recorded figures cannot tell, and the result carries no verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+TABLE = Path(__file__).resolve().parent.parent / "data" / "tolerance" / "upstream-tests.json"
+
+WITHIN, OUTSIDE, UNDECIDED = "within", "outside", "undecided"
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    try:
+        return json.loads(TABLE.read_text())
+    except FileNotFoundError:
+        return {"commit": "", "kernels": {}}
+
+
+@dataclass(frozen=True)
+class UpstreamTolerance:
+    atol: float
+    rtol: float
+    source: str  # "test/...py:108 (test_name) at 02bac05"
+    outputs: dict = field(default_factory=dict)  # output name -> {"atol", "rtol"}
+
+    def bound(self, name: str) -> tuple[float, float]:
+        over = self.outputs.get(name) or {}
+        return float(over.get("atol", self.atol)), float(over.get("rtol", self.rtol))
+
+    def as_facts(self) -> dict:
+        facts = {"atol": self.atol, "rtol": self.rtol, "source": self.source}
+        if self.outputs:
+            facts["outputs"] = self.outputs
+        return facts
+
+
+def upstream_tolerance(
+    kernel: str, dtype: str | None, commit: str | None
+) -> UpstreamTolerance | None:
+    """Upstream's test tolerance for the kernel and dtype at the row's commit, or None where
+    the table has no test for them (or the row names another commit)."""
+    table = _table()
+    recorded = table.get("commit") or ""
+    if (
+        not commit
+        or not recorded
+        or not (commit.startswith(recorded) or recorded.startswith(commit))
+    ):
+        return None
+    entry = ((table.get("kernels") or {}).get(kernel) or {}).get(dtype or "")
+    if not entry:
+        return None
+    return UpstreamTolerance(
+        atol=float(entry["atol"]),
+        rtol=float(entry["rtol"]),
+        source=f"{entry['file']}:{entry['line']} ({entry['test']}) at {recorded}",
+        outputs=entry.get("outputs") or {},
+    )
+
+
+def _num(value) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _by_bands(bands: list, atol: float, rtol: float) -> str:
+    """Each band [low, high, largest error] of |ref|: outside where the largest error exceeds
+    the bound even at the band's top, within where it is under the bound at its bottom."""
+    state = WITHIN
+    for band in bands:
+        low, high, err = (_num(v) for v in band)
+        if low is None or high is None or err is None:
+            return UNDECIDED
+        if err > atol + rtol * high:
+            return OUTSIDE
+        if err > atol + rtol * low:
+            state = UNDECIDED
+    return state
+
+
+def tensor_state(check: dict, atol: float, rtol: float) -> str:
+    """Whether one checked tensor is within upstream's (atol, rtol), from its recorded figures
+    (module docstring)."""
+    if check.get("problem") or _num(check.get("maxAbsErr")) is None:
+        return OUTSIDE  # NaN/Inf, no gradient, shape mismatch
+    if isinstance(check.get("errorByRef"), list):
+        return _by_bands(check["errorByRef"], atol, rtol)
+    err = float(check["maxAbsErr"])
+    if err <= atol:
+        return WITHIN
+    rel = _num(check.get("maxRelErr"))
+    ref_max = err / rel if rel else 0.0
+    if err > atol + rtol * ref_max:
+        return OUTSIDE
+    worst, scale = _num(check.get("worstRatio")), _num(check.get("scale"))
+    own_atol, own_rtol = _num(check.get("atol")), _num(check.get("rtol"))
+    if None in (worst, scale, own_atol, own_rtol):
+        return UNDECIDED
+
+    def bound(x: float) -> float:  # what the runner's figures allow an element at |ref| = x
+        return min(err, worst * (own_atol * scale + own_rtol * x))
+
+    # Both bounds are piecewise linear in |ref|: checking the ends and the kink suffices.
+    points = [0.0, ref_max]
+    if own_rtol > 0 and worst > 0:
+        kink = (err / worst - own_atol * scale) / own_rtol
+        if 0 < kink < ref_max:
+            points.append(kink)
+    if all(bound(x) <= atol + rtol * x for x in points):
+        return WITHIN
+    return UNDECIDED
+
+
+@dataclass(frozen=True)
+class Judged:
+    state: str  # WITHIN, OUTSIDE or UNDECIDED
+    tensors: list  # per checked tensor: name, state, maxAbsErr, maxRelErr, atol, rtol
+    tolerance: UpstreamTolerance
+
+    def facts(self) -> dict:
+        return {"state": self.state, "tolerance": self.tolerance.as_facts(),
+                "tensors": self.tensors}  # fmt: skip
+
+    def why(self) -> str:
+        src = self.tolerance.source
+        if self.state == WITHIN:
+            return f"every output is within the tolerance upstream's own test sets ({src})"
+        shown = [t for t in self.tensors if t["state"] == self.state] or self.tensors
+        parts = "; ".join(_tensor_text(t) for t in shown[:4])
+        more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+        if self.state == OUTSIDE:
+            return f"outside the tolerance upstream's own test sets ({src}): {parts}{more}"
+        return (
+            f"the recorded errors cannot tell whether the output is within the tolerance "
+            f"upstream's own test sets ({src}): {parts}{more}"
+        )
+
+
+def _tensor_text(t: dict) -> str:
+    err = "NaN, Inf or no output" if t["maxAbsErr"] is None else f"max error {t['maxAbsErr']:.3g}"
+    ref = "" if t.get("refMax") is None else f" at |ref| up to {t['refMax']:.3g}"
+    return f"{t['name']} {err}{ref} against {t['atol']:g} + {t['rtol']:g}·|ref|"
+
+
+def judge(checks: list, tolerance: UpstreamTolerance) -> Judged:
+    """Every checked tensor of a result against upstream's tolerance: outside if any is,
+    undecided if any cannot be told, else within."""
+    tensors = []
+    for check in checks:
+        if not isinstance(check, dict):
+            continue
+        name = str(check.get("name"))
+        atol, rtol = tolerance.bound(name)
+        err, rel = _num(check.get("maxAbsErr")), _num(check.get("maxRelErr"))
+        tensors.append(
+            {
+                "name": name,
+                "state": tensor_state(check, atol, rtol),
+                "maxAbsErr": err,
+                "maxRelErr": rel,
+                "refMax": err / rel if err is not None and rel else None,
+                "atol": atol,
+                "rtol": rtol,
+            }
+        )
+    states = {t["state"] for t in tensors}
+    state = OUTSIDE if OUTSIDE in states else UNDECIDED if UNDECIDED in states else WITHIN
+    if not tensors:
+        state = UNDECIDED
+    return Judged(state, tensors, tolerance)
+
+
+def accuracy(checks: list) -> list[dict]:
+    """The float64 errors of every checked tensor, as the page shows them (accuracy)."""
+    rows = []
+    for check in checks or []:
+        if isinstance(check, dict):
+            rows.append(
+                {
+                    "name": str(check.get("name")),
+                    "maxAbsErr": _num(check.get("maxAbsErr")),
+                    "maxRelErr": _num(check.get("maxRelErr")),
+                }
+            )
+    return rows

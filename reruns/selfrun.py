@@ -10,8 +10,14 @@ reproduction, never a controlled result.
 
 from __future__ import annotations
 
-import io
-import zipfile
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +30,10 @@ from reruns.controlled import job_document_for
 from runs.models import Run
 
 RUNNER_FOLDER = Path(kirunner.__file__).resolve().parent
-# What the runner's distribution is made of: its modules and its own pyproject.toml.
-RUNNER_FILES = ("pyproject.toml", "README.md")
+# Every archive entry carries this time (SOURCE_DATE_EPOCH, 2026-01-01 UTC), so every process
+# that builds the wheel builds the same bytes: the digest one process prints on a page is the
+# digest of the file any other process serves.
+RUNNER_BUILT_AT = 1767225600
 
 
 def self_run_job(run: Run) -> dict:
@@ -41,12 +49,15 @@ def self_run_job(run: Run) -> dict:
 
 @dataclass(frozen=True)
 class Reproduce:
-    """What the run page's "Reproduce on your GPU" shows: the job file's link and the
-    commands, or why the runner cannot reproduce this run."""
+    """What the run page's "Reproduce on your GPU" shows: the job file's link, the runner's
+    archive and its digest, and the commands, or why the runner cannot reproduce this run."""
 
     problem: str | None
     job_url: str = ""
     job_name: str = ""
+    archive_url: str = ""
+    archive_name: str = ""
+    archive_sha256: str = ""
     commands: tuple[str, ...] = ()
 
 
@@ -56,8 +67,10 @@ def reproduce_for(run: Run) -> Reproduce:
         return Reproduce(problem=problem)
     job_name = f"job-{run.public_id}.json"
     job_url = site_root() + reverse("reruns:job_file", args=[run.public_id])
-    archive = site_root() + reverse("reruns:runner_archive", args=[kirunner.__version__])
-    packages = [f'"kirunner[gpu] @ {archive}"']
+    archive = runner_archive()
+    archive_url = site_root() + reverse("reruns:runner_archive", args=[archive.name])
+    # pip checks a direct URL's #sha256= against the file it downloads.
+    packages = [f'"kirunner[gpu] @ {archive_url}#sha256={archive.sha256}"']
     if run.implementation.provider_key == "liger":
         release = _liger_release(run)
         packages.append(f'"liger-kernel=={release}"' if release else "liger-kernel")
@@ -65,6 +78,9 @@ def reproduce_for(run: Run) -> Reproduce:
         problem=None,
         job_url=job_url,
         job_name=job_name,
+        archive_url=archive_url,
+        archive_name=archive.name,
+        archive_sha256=archive.sha256,
         commands=(
             "python3 -m venv kirunner-env && . kirunner-env/bin/activate",
             "pip install " + " ".join(packages),
@@ -81,14 +97,64 @@ def _liger_release(run: Run) -> str | None:
     return validate_job(self_run_job(run))["revision"]
 
 
-def runner_archive() -> bytes:
-    """The runner's source distribution as a zip that pip installs (`pip install URL`): the
-    repository's kirunner/ folder as it is, its pyproject.toml beside the modules."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        top = f"kirunner-{kirunner.__version__}"
-        for path in sorted(RUNNER_FOLDER.glob("*.py")):
-            archive.write(path, f"{top}/{path.name}")
-        for name in RUNNER_FILES:
-            archive.write(RUNNER_FOLDER / name, f"{top}/{name}")
-    return buffer.getvalue()
+@dataclass(frozen=True)
+class RunnerArchive:
+    name: str  # the wheel's file name, e.g. kirunner-0.1.0-py3-none-any.whl
+    content: bytes
+    sha256: str  # hex
+
+
+class ArchiveBuildError(RuntimeError):
+    pass
+
+
+@functools.lru_cache(maxsize=1)
+def runner_archive() -> RunnerArchive:
+    """The runner's wheel, built once per process by the build backend that
+    kirunner/pyproject.toml names, from that file's metadata (packages, dependencies, extras,
+    the `kirunner` command): what `pip install ./kirunner` installs, as one file."""
+    content, name = build_runner_wheel(RUNNER_FOLDER)
+    return RunnerArchive(name=name, content=content, sha256=hashlib.sha256(content).hexdigest())
+
+
+def build_runner_wheel(folder: Path) -> tuple[bytes, str]:
+    """(the wheel's bytes, its file name), built from a copy of `folder`: the backend writes
+    its build and egg-info folders beside the sources, and the served folder is the running
+    app's own code (or a checkout others work in)."""
+    backend = tomllib.loads((folder / "pyproject.toml").read_text())["build-system"]
+    with tempfile.TemporaryDirectory(prefix="kirunner-build-") as tmp:
+        source, out = Path(tmp) / "kirunner", Path(tmp) / "dist"
+        shutil.copytree(
+            folder,
+            source,
+            ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"),
+        )
+        out.mkdir()
+        # A process of its own: a backend changes the working directory, sys.argv and
+        # distutils' state, none of which a web worker should carry afterwards.
+        done = subprocess.run(
+            [sys.executable, "-c", _BUILD, backend["build-backend"], str(out)],
+            cwd=source,
+            env={**os.environ, "SOURCE_DATE_EPOCH": str(RUNNER_BUILT_AT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        wheels = sorted(out.glob("*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise ArchiveBuildError(
+                f"building the runner's wheel failed ({done.returncode}): "
+                + (done.stderr or done.stdout)[-2000:]
+            )
+        return wheels[0].read_bytes(), wheels[0].name
+
+
+# PEP 517's build_wheel hook of the backend the runner's pyproject.toml names ("module" or
+# "module:object").
+_BUILD = (
+    "import functools, importlib, sys; "
+    "module, _, name = sys.argv[1].partition(':'); "
+    "backend = functools.reduce(getattr, filter(None, name.split('.')), "
+    "importlib.import_module(module)); "
+    "backend.build_wheel(sys.argv[2])"
+)

@@ -4,9 +4,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.utils.cache import get_conditional_response, patch_cache_control
 from django.views.decorators.http import require_GET, require_POST
 
-import kirunner
 from reruns import selfrun
 from reruns.forms import RerunRequestForm
 from reruns.models import JobState
@@ -55,9 +55,17 @@ def job_file(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 @require_GET
-def runner_archive(request: HttpRequest, version: str) -> HttpResponse:
-    if version != kirunner.__version__:
-        raise Http404(f"This site serves kirunner {kirunner.__version__}.")
-    response = HttpResponse(selfrun.runner_archive(), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="kirunner-{version}.zip"'
+def runner_archive(request: HttpRequest, filename: str) -> HttpResponse:
+    """The runner's wheel that the run pages' commands install (reruns/selfrun.py)."""
+    archive = selfrun.runner_archive()
+    if filename != archive.name:
+        raise Http404(f"This site serves the runner as {archive.name}.")
+    etag = f'"{archive.sha256}"'
+    # Rebuilt by each deploy under the same version: a client may keep it, but asks first.
+    response = get_conditional_response(request, etag=etag) or HttpResponse(
+        archive.content, content_type="application/zip"
+    )
+    response["ETag"] = etag
+    patch_cache_control(response, public=True, no_cache=True)
+    response["Content-Disposition"] = f'attachment; filename="{archive.name}"'
     return response

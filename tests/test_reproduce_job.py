@@ -4,8 +4,11 @@ CSV, a Liger CI run, KernelBench and the controlled reruns of the H200 demo batc
 
 from __future__ import annotations
 
+import hashlib
+import html
 import io
 import json
+import shutil
 import zipfile
 from collections import Counter
 from io import StringIO
@@ -14,6 +17,7 @@ import pytest
 from django.core.management import call_command
 
 import kirunner
+from kernelindex.origin import site_root
 from kirunner.result_schema import result_problem
 from kirunner.runner import support_problem, validate_job
 from reruns import controlled, selfrun
@@ -95,7 +99,11 @@ def test_job_file_and_commands_from_the_page_for_each_source(every_source, clien
             assert (
                 f"kirunner run job-{run.public_id}.json --out result-{run.public_id}.json" in page
             )
-            assert f"kirunner-{kirunner.__version__}.zip" in page
+            archive = selfrun.runner_archive()
+            assert (
+                f'"kirunner[gpu] @ {site_root()}/reproduce/{archive.name}'
+                f'#sha256={archive.sha256}"' in html.unescape(page)
+            )
             answer = client.get(f"/runs/{run.public_id}/job.json")
             assert answer.status_code == 200
             assert f"job-{run.public_id}.json" in answer["Content-Disposition"]
@@ -133,11 +141,40 @@ def test_a_signed_self_run_result_is_never_a_controlled_result(every_source, set
         result_record(envelope=result, via="file", keys={"demo-key": key})
 
 
-def test_runner_archive_is_the_runner_distribution(client):
-    answer = client.get(f"/reproduce/kirunner-{kirunner.__version__}.zip")
-    assert answer.status_code == 200 and answer["Content-Type"] == "application/zip"
-    names = zipfile.ZipFile(io.BytesIO(answer.content)).namelist()
-    top = f"kirunner-{kirunner.__version__}/"
-    assert top + "pyproject.toml" in names and top + "runner.py" in names
-    assert top + "result_schema.py" in names
-    assert client.get("/reproduce/kirunner-0.0.1.zip").status_code == 404
+def test_runner_archive_is_the_wheel_of_the_runner_distribution(client):
+    """The backend's wheel of kirunner/pyproject.toml: every module and subpackage, the
+    `kirunner` command and the `gpu` extra, the same bytes from every build (so every process
+    serves the digest any page printed), and a 304 for a client that has it."""
+    archive = selfrun.runner_archive()
+    assert archive.name == f"kirunner-{kirunner.__version__}-py3-none-any.whl"
+    answer = client.get(f"/reproduce/{archive.name}")
+    assert answer.status_code == 200 and answer.content == archive.content
+    assert hashlib.sha256(answer.content).hexdigest() == archive.sha256
+    assert answer["ETag"] == f'"{archive.sha256}"'
+    wheel = zipfile.ZipFile(io.BytesIO(answer.content))
+    names = set(wheel.namelist())
+    assert {"kirunner/runner.py", "kirunner/result_schema.py", "kirunner/families/__init__.py",
+            "kirunner/families/softmax.py"} <= names  # fmt: skip
+    info = f"kirunner-{kirunner.__version__}.dist-info/"
+    assert "kirunner = kirunner.__main__:main" in wheel.read(info + "entry_points.txt").decode()
+    assert "Provides-Extra: gpu" in wheel.read(info + "METADATA").decode()
+    rebuilt, name = selfrun.build_runner_wheel(selfrun.RUNNER_FOLDER)
+    assert (rebuilt, name) == (archive.content, archive.name)
+    again = client.get(f"/reproduce/{archive.name}", HTTP_IF_NONE_MATCH=answer["ETag"])
+    assert again.status_code == 304
+
+
+def test_runner_archive_under_another_name_is_404_with_the_served_name(client):
+    name = selfrun.runner_archive().name
+    for asked in (f"kirunner-{kirunner.__version__}.zip", "kirunner-0.0.1-py3-none-any.whl"):
+        answer = client.get(f"/reproduce/{asked}")
+        assert answer.status_code == 404
+        assert name in answer.content.decode()
+
+
+def test_a_runner_that_cannot_be_built_says_why(tmp_path):
+    broken = tmp_path / "kirunner"
+    shutil.copytree(selfrun.RUNNER_FOLDER, broken, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.rmtree(broken / "families")  # listed in pyproject.toml, gone from the folder
+    with pytest.raises(selfrun.ArchiveBuildError, match="families"):
+        selfrun.build_runner_wheel(broken)

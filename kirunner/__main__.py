@@ -48,8 +48,8 @@ Reproduce a run on your own GPU:
   1. On the run's page, "Reproduce on your GPU": download its job file (job.json).
      It names the benchmark, the implementation and release, the pass, the metric and
      the exact workload parameters of the published row.
-  2. Install what the job file's page lists, e.g.
-       pip install "kirunner[gpu] @ <site>/reproduce/kirunner-{__version__}.zip" "liger-kernel==0.6.2"
+  2. Install what the job file's page lists (the page gives the wheel's digest), e.g.
+       pip install "kirunner[gpu] @ <site>/reproduce/kirunner-{__version__}-py3-none-any.whl#sha256=<digest>" "liger-kernel==0.6.2"
   3. kirunner run job.json --out result.json
      It checks the implementation against a reference first, then measures the way the
      upstream benchmark script does (triton's do_bench quantiles for latency, the peak

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -28,7 +29,6 @@ import django  # noqa: E402
 django.setup()
 
 from runs.changes import detect  # noqa: E402
-from runs.evidence import cell_tolerance  # noqa: E402
 from runs.reference.catalogue import workload_slug  # noqa: E402
 from runs.sources.parsers import parse_liger_csv  # noqa: E402
 
@@ -64,6 +64,57 @@ def histories(root: Path) -> tuple[list[str], dict[tuple, dict[int, float]]]:
     }
 
 
+def otava_points(values: list[float]) -> list:
+    """Apache Otava's change points with its command-line defaults (otava.series.AnalysisOptions:
+    window 50, p-value 0.001, magnitude 0), as `otava analyze` computes them per metric."""
+    from otava.analysis import compute_change_points
+    from otava.series import AnalysisOptions
+
+    options = AnalysisOptions()
+    points, _ = compute_change_points(
+        list(values), window_len=options.window_len, max_pvalue=options.max_pvalue,
+        min_magnitude=options.min_magnitude,
+    )  # fmt: skip
+    return points
+
+
+OTAVA_PVALUE = 0.001
+
+
+def otava_ttest(values: list[float], verdict: detect.Verdict, index: int) -> float:
+    """otava's t-test (TTestSignificanceTester) of a step's two levels: the up to 8 points
+    before it since the previous step, outliers and transients left out, against the points
+    from it to the next step."""
+    from otava.analysis import TTestSignificanceTester
+
+    off = set()
+    for ch in verdict.changes:
+        if ch.kind in (detect.OUTLIER, detect.TRANSIENT):
+            off.update(range(ch.index, (ch.until if ch.until is not None else ch.index) + 1))
+    steps = sorted(ch.index for ch in verdict.changes if ch.kind == detect.STEP)
+    start = max([s for s in steps if s < index], default=0)
+    end = min([s for s in steps if s > index], default=len(values))
+    left = [values[j] for j in range(start, index) if j not in off][-detect.WINDOW :]
+    right = [values[j] for j in range(index, end) if j not in off]
+    if not left or not right:
+        return 1.0
+    return TTestSignificanceTester(OTAVA_PVALUE).compare(left, right).pvalue
+
+
+def _reason(verdict: detect.Verdict, index: int) -> str:
+    """Why the index reports no lasting step at an Otava change point (the closing note)."""
+    if verdict.status == detect.NOISY:
+        return "noisy cell"
+    for ch in verdict.changes:
+        if ch.index == index:
+            return ch.kind
+        if ch.kind == detect.TRANSIENT and ch.until + 1 == index:
+            return "transient's return"
+        if ch.kind == detect.OUTLIER and ch.index + 1 == index:
+            return "outlier's return"
+    return "within the threshold"
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else ROOT / "data" / "liger-ci"
     folders, cells = histories(root)
@@ -72,43 +123,124 @@ def main(argv: list[str]) -> int:
     per_kernel: dict[str, Counter] = defaultdict(Counter)
     at: dict[tuple, list[str]] = defaultdict(list)  # (publication, kind, direction) -> kernels
     moves: dict[tuple, list[tuple[str, float]]] = defaultdict(list)  # ... -> (provider, shift)
-    comebacks = 0
-    points = 0
+    spans: dict[tuple, Counter] = defaultdict(Counter)  # transient groups -> last publications
+    comebacks = points = early = 0
+    agree = Counter()
+    otava_alone: dict[str, list[str]] = defaultdict(list)
+    wanted_missed: dict[str, list[str]] = defaultdict(list)
+    held_missed = Counter()
+    alone_examples: list[str] = []
+    port_differs = 0
+    elapsed = 0.0
     for cell, history in cells.items():
         seqs, values = list(history), list(history.values())
         points += len(values)
-        tol = cell_tolerance(source_slug=SOURCE, cell=cell[:6]).value
-        verdict = detect.detect(values, tolerance=tol)
+        started = time.perf_counter()
+        verdict = detect.detect(values, metric=cell[2])
+        elapsed += time.perf_counter() - started
         status[verdict.status] += 1
         for ch in verdict.changes:
             kinds[ch.kind, ch.direction] += 1
             per_kernel[cell[0]][ch.kind, ch.direction] += 1
-            at[folders[seqs[ch.index]], ch.kind, ch.direction].append(cell[0])
-            moves[folders[seqs[ch.index]], ch.kind, ch.direction].append((cell[3], ch.shift))
+            key = folders[seqs[ch.index]], ch.kind, ch.direction
+            at[key].append(cell[0])
+            moves[key].append((cell[3], ch.shift))
+            if ch.kind == detect.TRANSIENT:
+                spans[key][folders[seqs[ch.until]]] += 1
             if ch.kind == detect.STEP:
+                early += ch.index < 4
                 after = values[ch.index + 1 : ch.index + 1 + COMEBACK]
                 level = statistics.median(after) if after else ch.after
                 if abs(level - ch.before) / ch.before <= ch.threshold:
                     comebacks += 1
+        if len(values) < 2:
+            continue
+        theirs = otava_points(values)
+        port_differs += [p.index for p in theirs] != [p.index for p in detect.change_points(values)]
+        ours = {ch.index for ch in verdict.changes if ch.kind == detect.STEP}
+        at_theirs = {p.index for p in theirs}
+        name = _cell_name(cell, folders, seqs)
+        agree["both"] += len(ours & at_theirs)
+        for index in sorted(ours - at_theirs):
+            agree["index alone"] += 1
+            if otava_ttest(values, verdict, index) <= OTAVA_PVALUE:
+                agree["index alone, t-test"] += 1
+            if len(alone_examples) < 3:
+                alone_examples.append(f"{name} at {folders[seqs[index]]}")
+        ends = [p.index for p in theirs[1:]] + [len(values)] if theirs else []
+        starts = ([0] + [p.index for p in theirs[:-1]]) if theirs else []
+        for p, end in zip(theirs, ends, strict=True):
+            if p.index in ours:
+                continue
+            reason = _reason(verdict, p.index)
+            otava_alone[reason].append(f"{name} at {folders[seqs[p.index]]}")
+            shift = p.stats.forward_rel_change()
+            if abs(shift) >= 0.10 and end - p.index >= 5:
+                wanted_missed[reason].append(f"{name} at {folders[seqs[p.index]]} {shift:+.0%}")
+        for p, end, start in zip(theirs, ends, starts, strict=True):
+            if abs(p.stats.forward_rel_change()) >= 0.10 and end - p.index >= 5:
+                found = p.index in ours
+                agree["wanted"] += 1
+                agree["wanted found"] += found
+                # Read point by point: the new level is 10 % off the old one in its first five
+                # points and in its last five (no return inside otava's segment).
+                old = statistics.median(values[start : p.index])
+                new = values[p.index : end]
+                if all(
+                    abs(statistics.median(part) / old - 1) >= 0.10
+                    and (statistics.median(part) > old) == (p.stats.forward_rel_change() > 0)
+                    for part in (new[:5], new[-5:])
+                ):
+                    agree["held"] += 1
+                    agree["held found"] += found
+                    if not found:
+                        held_missed[_reason(verdict, p.index)] += 1
     print(f"{len(folders)} publications, {len(cells)} cells, {points} points under {root.name}")
     print(
         f"cells: {status[detect.JUDGED]} judged, {status[detect.NOISY]} too noisy to judge, "
-        f"{status[detect.SHORT]} with too few points"
+        f"{status[detect.SHORT]} with too few points (the rule: {elapsed:.1f} s for all cells)"
     )
-    candidates = sum(kinds.values())
-    outliers = kinds[detect.OUTLIER, detect.REGRESSION] + kinds[detect.OUTLIER, detect.IMPROVEMENT]
-    steps = kinds[detect.STEP, detect.REGRESSION] + kinds[detect.STEP, detect.IMPROVEMENT]
-    print(f"points beyond the threshold: {candidates}")
-    print(f"  reverted at the next publication (outliers, not reported): {outliers}")
-    print(f"  pending (last publication, not yet settled): "
-          f"{kinds[detect.PENDING, detect.REGRESSION] + kinds[detect.PENDING, detect.IMPROVEMENT]}")  # fmt: skip
-    print(f"  steps reported: {steps} ({kinds[detect.STEP, detect.REGRESSION]} regressions, "
-          f"{kinds[detect.STEP, detect.IMPROVEMENT]} improvements)")  # fmt: skip
+
+    def both(kind: str) -> int:
+        return kinds[kind, detect.REGRESSION] + kinds[kind, detect.IMPROVEMENT]
+
+    print(f"changes: {sum(kinds.values())}")
+    print(f"  lasting steps: {both(detect.STEP)} ({kinds[detect.STEP, detect.REGRESSION]} "
+          f"regressions, {kinds[detect.STEP, detect.IMPROVEMENT]} improvements); "
+          f"{early} of them at publications 2-4")  # fmt: skip
+    print(f"  transients (back within {detect.TRANSIENT_MAX} publications, reported once): "
+          f"{both(detect.TRANSIENT)}")  # fmt: skip
+    print(f"  outliers (one publication off, back at the next; not reported): "
+          f"{both(detect.OUTLIER)}")  # fmt: skip
+    print(f"  pending (last publication, not yet settled): {both(detect.PENDING)}")
     print(f"  steps whose next {COMEBACK} points came back to the old level: {comebacks}")
     grouped = {k: v for k, v in at.items() if detect.grouped(v)}
     in_groups = sum(len(v) for k, v in grouped.items() if k[1] == detect.STEP)
     print(f"  steps inside a group (moved with >= {detect.GROUP_MIN_CELLS} cells of >= "
           f"{detect.GROUP_MIN_KERNELS} kernels at one publication): {in_groups}")  # fmt: skip
+    print()
+    print("agreement with Apache Otava (CLI defaults: window 50, p-value 0.001, magnitude 0)")
+    print(f"  cells where this rule's change points differ from otava's: {port_differs}")
+    steps = agree["both"] + agree["index alone"]
+    print(f"  lasting steps at one of otava's change points: {agree['both']} of {steps} "
+          f"({agree['both'] / max(steps, 1):.0%})")  # fmt: skip
+    print(f"  lasting steps the index alone finds: {agree['index alone']}, of which otava's "
+          f"t-test (p <= {OTAVA_PVALUE}) separates the two levels: "
+          f"{agree['index alone, t-test']}; e.g. {'; '.join(alone_examples)}")  # fmt: skip
+    print(f"  otava's change points without a lasting step here: "
+          f"{sum(len(v) for v in otava_alone.values())}")  # fmt: skip
+    for reason, where in sorted(otava_alone.items(), key=lambda kv: -len(kv[1])):
+        print(f"    {reason:22} {len(where):5}  e.g. {'; '.join(where[:2])}")
+    wanted = agree["wanted"]
+    print(f"  otava's changes of >= 10 % lasting >= 5 publications: {wanted}, found as lasting "
+          f"steps: {agree['wanted found']} ({agree['wanted found'] / max(wanted, 1):.0%})")  # fmt: skip
+    for reason, where in sorted(wanted_missed.items(), key=lambda kv: -len(kv[1])):
+        print(f"    missed, {reason:22} {len(where):4}  e.g. {'; '.join(where[:2])}")
+    held = agree["held"]
+    print(f"  of those, the ones whose new level is still >= 10 % off in its first five and its "
+          f"last five points: {held}, found as lasting steps: {agree['held found']} "
+          f"({agree['held found'] / max(held, 1):.0%}); missed: "
+          f"{', '.join(f'{r} {n}' for r, n in held_missed.most_common()) or 'none'}")  # fmt: skip
     print()
     print("groups (publication, kind, direction: cells of kernels, median shift, cells of")
     print("providers other than Liger's, whose code does not change with Liger's commits)")
@@ -116,18 +248,29 @@ def main(argv: list[str]) -> int:
         pub, kind, direction = key
         shift = statistics.median(m for _, m in moves[key])
         others = sum(not p.startswith("liger") for p, _ in moves[key])
-        print(f"  {pub:16} {kind:8} {direction:12} {len(kernels):5} cells of "
-              f"{len(set(kernels)):3} kernels  {shift:+7.1%}  {others:4} not Liger's")  # fmt: skip
+        span = ""
+        if kind == detect.TRANSIENT:
+            span = "  until " + ", ".join(f"{u} ({n})" for u, n in spans[key].most_common())
+        print(f"  {pub:16} {kind:9} {direction:12} {len(kernels):5} cells of "
+              f"{len(set(kernels)):3} kernels  {shift:+7.1%}  {others:4} not Liger's{span}")  # fmt: skip
     print()
-    print(f"{'kernel':36} {'step+':>6} {'step-':>6} {'outlier':>8} {'pending':>8}")
+    print(f"{'kernel':36} {'step+':>6} {'step-':>6} {'transient':>9} {'outlier':>8} {'pending':>8}")
     for kernel, c in sorted(per_kernel.items()):
+
+        def of(kind: str, c=c) -> int:
+            return c[kind, detect.REGRESSION] + c[kind, detect.IMPROVEMENT]
+
         print(
             f"{kernel:36} {c[detect.STEP, detect.REGRESSION]:>6} "
-            f"{c[detect.STEP, detect.IMPROVEMENT]:>6} "
-            f"{c[detect.OUTLIER, detect.REGRESSION] + c[detect.OUTLIER, detect.IMPROVEMENT]:>8} "
-            f"{c[detect.PENDING, detect.REGRESSION] + c[detect.PENDING, detect.IMPROVEMENT]:>8}"
+            f"{c[detect.STEP, detect.IMPROVEMENT]:>6} {of(detect.TRANSIENT):>9} "
+            f"{of(detect.OUTLIER):>8} {of(detect.PENDING):>8}"
         )
     return 0
+
+
+def _cell_name(cell: tuple, folders: list[str], seqs: list[int]) -> str:
+    bench, timed_pass, metric, provider, workload = cell[:5]
+    return f"{bench}/{provider}/{timed_pass}/{metric}/{workload}"
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ runs.changes.services stores from an ingested history."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from runs.changes import detect
@@ -13,50 +15,104 @@ from runs.services import ingest
 from tests.synthetic_ci import BASE, commit, suite_cells, write_history
 
 FLAT = [1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01]
+# A median of 1.0 with a robust spread of 1.5 %: the threshold is 4 * 1.5 % = 5.9 %.
+UP = [1.40, 1.42, 1.38]
 
 
 @pytest.mark.parametrize(
-    ("name", "values", "tolerance", "status", "found"),
+    ("name", "values", "status", "found"),
     [
-        ("steady", FLAT + [1.01, 0.99], 0.05, detect.JUDGED, []),
-        ("step up persists", FLAT + [1.30, 1.31, 1.29], 0.05, detect.JUDGED,
+        ("steady", FLAT + [1.01, 0.99], detect.JUDGED, []),
+        ("step up persists", FLAT + [1.30, 1.31, 1.29], detect.JUDGED,
          [(8, detect.STEP, detect.REGRESSION)]),
-        ("step down persists", FLAT + [0.70, 0.71], 0.05, detect.JUDGED,
+        ("step down persists", FLAT + [0.70, 0.71], detect.JUDGED,
          [(8, detect.STEP, detect.IMPROVEMENT)]),
-        ("one point off, back at the next", FLAT + [1.50, 1.00, 1.01], 0.05, detect.JUDGED,
+        ("one point off, back at the next", FLAT + [1.50, 1.00, 1.01], detect.JUDGED,
          [(8, detect.OUTLIER, detect.REGRESSION)]),
-        ("off at the newest point: not settled", FLAT + [1.40], 0.05, detect.JUDGED,
+        ("off at the newest point: not settled", FLAT + [1.40], detect.JUDGED,
          [(8, detect.PENDING, detect.REGRESSION)]),
-        ("a move inside the cell's tolerance", FLAT + [1.08, 1.08, 1.08], 0.10, detect.JUDGED, []),
-        ("noisy points", [1.0, 1.6, 0.7, 1.5, 0.8, 1.7, 0.6, 1.4, 1.0], 0.05, detect.NOISY, []),
-        ("tolerance past the ceiling", FLAT + [2.0, 2.0], 0.60, detect.NOISY, []),
-        ("too few points", [1.0, 1.0, 2.0, 2.0], 0.05, detect.SHORT, []),
-        ("a large step is not noise", FLAT + [3.0] * 8, 0.05, detect.JUDGED,
+        # Significant (the t-test splits it) but inside the baseline's threshold.
+        ("a move inside the threshold", FLAT + [1.04] * 6, detect.JUDGED, []),
+        ("noisy points", [1.0, 1.6, 0.7, 1.5, 0.8, 1.7, 0.6, 1.4, 1.0], detect.NOISY, []),
+        ("one point", [1.0], detect.SHORT, []),
+        ("judged from the second publication", [2.5, 1.8, 1.81, 1.79, 1.8, 1.8], detect.JUDGED,
+         [(1, detect.STEP, detect.IMPROVEMENT)]),
+        ("a large step is not noise", FLAT + [3.0] * 8, detect.JUDGED,
          [(8, detect.STEP, detect.REGRESSION)]),
-        ("two steps, the second judged on the new level", FLAT + [2.0] * 5 + [1.0, 1.0],
-         0.05, detect.JUDGED,
+        ("three publications off, then back: one transient", FLAT + UP + [1.0, 1.01, 0.99],
+         detect.JUDGED, [(8, detect.TRANSIENT, detect.REGRESSION)]),
+        ("back after the newest point only", FLAT + UP + [1.0], detect.JUDGED,
+         [(8, detect.TRANSIENT, detect.REGRESSION)]),
+        ("off for longer than a transient: a step, and a step back", FLAT + [2.0] * 5 + [1.0, 1.0],
+         detect.JUDGED,
          [(8, detect.STEP, detect.REGRESSION), (13, detect.STEP, detect.IMPROVEMENT)]),
+        ("still off: a step while it holds", FLAT + UP + [1.41], detect.JUDGED,
+         [(8, detect.STEP, detect.REGRESSION)]),
     ],
 )  # fmt: skip
-def test_rule(name, values, tolerance, status, found):
-    verdict = detect.detect(values, tolerance=tolerance)
+def test_rule(name, values, status, found):
+    verdict = detect.detect(values, metric="latency")
     assert verdict.status == status, name
     assert [(c.index, c.kind, c.direction) for c in verdict.changes] == found, name
 
 
 def test_a_step_reports_its_baseline_and_the_threshold_it_passed():
-    (change,) = detect.detect(FLAT + [1.30, 1.30], tolerance=0.05).changes
+    (change,) = detect.detect(FLAT + [1.30, 1.30], metric="latency").changes
     assert change.before == pytest.approx(1.0)
     assert change.shift == pytest.approx(0.30)
-    assert change.threshold >= 0.05
+    assert change.threshold == pytest.approx(4 * 1.4826 * 0.01)
+
+
+def test_a_transient_has_its_span():
+    (change,) = detect.detect(FLAT + UP + [1.0, 1.01], metric="latency").changes
+    assert (change.index, change.until) == (8, 10)
+    assert change.after == pytest.approx(1.40)
+
+
+def test_a_step_cannot_widen_its_own_threshold():
+    """The threshold comes from the points before the step: the same whether the new level
+    lasted 3 publications or 24, and whatever the history's spread with the step in it
+    (here a p95 of about 28 %, which the old rule's cell tolerance would have been)."""
+    before = [2.50, 2.49, 2.51, 2.50, 2.48]
+    short = detect.detect(before + [1.80, 1.81, 1.79], metric="latency").changes
+    long = detect.detect(before + [1.80, 1.81, 1.79] * 8, metric="latency").changes
+    assert [(c.index, c.kind) for c in short] == [(5, detect.STEP)]
+    assert [(c.index, c.kind) for c in long] == [(5, detect.STEP)]
+    assert short[0].threshold == long[0].threshold == detect.threshold(before, metric="latency")[1]
+    assert short[0].threshold == pytest.approx(0.05)  # the floor: the baseline barely moves
+
+
+def test_memory_has_its_own_floor():
+    """Peak memory repeats to the byte: a 2 % move is a step, a 0.5 % move is not."""
+    base = [5640.0] * 6
+    assert [c.kind for c in detect.detect(base + [5753.0] * 4, metric="memory").changes] == [
+        detect.STEP
+    ]
+    assert detect.detect(base + [5668.0] * 4, metric="memory").changes == []
 
 
 def test_the_outlier_is_left_out_of_the_next_baseline():
     """A point judged an outlier is no part of the level the next points are judged against."""
     values = FLAT + [9.0, 1.0, 1.0, 1.0, 1.35, 1.35]
-    verdict = detect.detect(values, tolerance=0.05)
+    verdict = detect.detect(values, metric="latency")
     assert [(c.index, c.kind) for c in verdict.changes] == [(8, "outlier"), (12, "step")]
     assert verdict.changes[1].before == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_change_points_are_otavas(seed):
+    """runs.changes.detect.change_points is apache-otava's compute_change_points with its
+    command-line defaults, without numpy: the same points and p-values."""
+    analysis = pytest.importorskip("otava.analysis")
+    rng = random.Random(seed)
+    n = rng.randint(2, 70)
+    cut, height = rng.randint(1, n), rng.choice([1.0, 1.05, 1.3, 2.0])
+    series = [round(rng.gauss(1.0 if i < cut else height, 0.03), 4) for i in range(n)]
+    theirs, _ = analysis.compute_change_points(list(series), window_len=50, max_pvalue=0.001)
+    ours = detect.change_points(series)
+    assert [p.index for p in ours] == [p.index for p in theirs]
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.pvalue == pytest.approx(float(b.stats.pvalue), rel=1e-6, abs=1e-12)
 
 
 def test_grouping_needs_many_cells_of_several_kernels():

@@ -1,27 +1,33 @@
 """The change rule, as plain Python over one cell's ordered medians (no Django), so the
 pipeline, bench/changes.py and the tests apply exactly one rule. docs/changes.md explains it.
 
-For each point i of a cell's history (its medians in publication order, oldest first):
-
-1. The baseline is the up to WINDOW points before i, back to the last step found (a step
-   starts a new level) and without the points already judged outliers; fewer than
-   MIN_BASELINE points: i is not judged.
-2. Its centre is the baseline median m; its robust spread s = 1.4826 * MAD / m (the MAD's
-   estimate of a standard deviation, relative to the centre).
-3. The threshold is t = max(Z * s, tolerance): never tighter than the cell's own tolerance
-   (runs.evidence.tolerance_for), which is what "within the source's own spread" means
-   elsewhere on the site.
-4. A point with |x_i - m| / m <= t is no change. Beyond it, the next point decides:
-   - beyond t on the same side too: a **step** at i (the new level persisted);
-   - back inside: an **outlier** at i, one publication off that reverted at the next; it is
-     recorded, shown as such, never reported as a regression or improvement;
-   - no next point yet: **pending**, until the next publication settles it.
-A cell whose tolerance, or whose point-to-point noise times Z, exceeds CEILING is **noisy**:
-upstream's own figures for it move so much that no step could be told from noise, and it is
-marked so instead of alarming. The noise is read from successive differences
-(1.4826 * median |x_i - x_i-1| / sqrt 2, relative to the median), which a real step moves only
-once, so a large genuine step does not make its own cell "noisy". Higher is worse for both metrics (latency, peak
-memory): a step up is a regression, a step down an improvement.
+1. **Levels.** The history is cut into levels by the change points that Apache Otava finds
+   with its command-line defaults: e-divisive means in windows of 50 points, each split kept
+   only where a Student t-test of the two sides gives p <= 0.001 (`change_points` below is
+   that algorithm, otava.analysis.compute_change_points, in plain Python; bench/changes.py
+   checks it against otava itself). A change point can be at the second publication.
+2. **Threshold.** Each change point is judged against the level it left: the up to WINDOW
+   points before it, back to the previous lasting level, without outliers and excursions.
+   t = max(Z * s, FLOOR[metric]), s the baseline's robust spread (1.4826 * MAD / median)
+   when it has at least SPREAD_POINTS points, else only the floor. Only points before the
+   candidate enter it, so a step cannot widen its own threshold. A change point whose new
+   level is within t of the old is too small to report: the two levels are one.
+3. **Kind.** The new level, from the change point on:
+   - the newest point alone: **pending**, until the next publication settles it;
+   - one point, then back within t of the old level: an **outlier**;
+   - 2 to TRANSIENT_MAX points, then back within t of the old level: a **transient**, one
+     excursion with its span (first and last publication), not two steps;
+   - otherwise a **step** (a regression when the median went up, an improvement when it went
+     down; both metrics are better lower). A step is lasting only while it holds: when a
+     later publication brings the level back within TRANSIENT_MAX points, recomputing calls
+     it a transient instead.
+4. **Single points inside a level.** A point beyond t of the up to WINDOW points before it
+   on its level (at least SPREAD_POINTS of them) that the significance test did not split
+   off is an outlier when the next point is back inside, pending when it is the newest.
+A cell whose point-to-point noise times Z exceeds CEILING is **noisy**: no step could be told
+from noise, and it is marked so instead of alarming. The noise is read from successive
+differences (1.4826 * median |x_i - x_i-1| / sqrt 2, relative to the median), which a real
+step moves only once, so a large genuine step does not make its own cell "noisy".
 """
 
 from __future__ import annotations
@@ -31,13 +37,27 @@ import statistics
 from dataclasses import dataclass, field
 
 WINDOW = 8
-MIN_BASELINE = 4
+# Fewer baseline points than this give no spread: the floor alone is the threshold.
+SPREAD_POINTS = 3
+# A change needs this many points before it: a cell of this many publications or fewer is
+# not judged (and not stored).
+MIN_BASELINE = 1
 Z = 4.0
 # The same ceiling as runs.evidence.TOLERANCE_CEILING: past a 50 % spread nothing is judged.
 CEILING = 0.50
+# Below this many points the point-to-point noise is not read (one genuine step would be
+# most of the differences).
+NOISE_POINTS = 5
 MAD_TO_SIGMA = 1.4826
+# The smallest move reported, per metric: the tolerance floors of docs/evidence.md.
+FLOOR = {"latency": 0.05, "memory": 0.01}
+# A new level that lasted at most this many publications and came back is an excursion.
+TRANSIENT_MAX = 4
+# Apache Otava's command-line defaults (otava.main: --window, --p-value, --magnitude).
+OTAVA_WINDOW = 50
+OTAVA_PVALUE = 0.001
 
-STEP, OUTLIER, PENDING = "step", "outlier", "pending"
+STEP, TRANSIENT, OUTLIER, PENDING = "step", "transient", "outlier", "pending"
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 JUDGED, NOISY, SHORT = "judged", "noisy", "short"
 
@@ -45,11 +65,12 @@ JUDGED, NOISY, SHORT = "judged", "noisy", "short"
 @dataclass(frozen=True)
 class Change:
     index: int  # the point of the history where the median moved
-    kind: str  # STEP, OUTLIER or PENDING
+    kind: str  # STEP, TRANSIENT, OUTLIER or PENDING
     direction: str  # REGRESSION or IMPROVEMENT
     before: float  # the baseline's median
-    after: float  # the median at the point
-    threshold: float  # relative: max(Z * spread, tolerance)
+    after: float  # the new level's median (the point's value for a single point)
+    threshold: float  # relative: max(Z * spread, floor)
+    until: int | None = None  # a transient's last point
 
     @property
     def shift(self) -> float:
@@ -81,37 +102,105 @@ def point_noise(values: list[float]) -> float:
     return MAD_TO_SIGMA * statistics.median(diffs) / math.sqrt(2) / m
 
 
-def detect(values: list[float], *, tolerance: float) -> Verdict:
+def threshold(baseline: list[float], *, metric: str) -> tuple[float, float]:
+    """(median, threshold) of a baseline: rule step 2."""
+    m, s = robust_spread(baseline)
+    spread = Z * s if len(baseline) >= SPREAD_POINTS else 0.0
+    return m, max(spread, FLOOR[metric])
+
+
+def detect(values: list[float], *, metric: str = "latency") -> Verdict:
     """The cell's changes under the rule of the module docstring."""
-    if len(values) < MIN_BASELINE + 1:
+    n = len(values)
+    if n <= MIN_BASELINE:
         return Verdict(SHORT)
-    if tolerance > CEILING or Z * point_noise(values) > CEILING:
+    if n >= NOISE_POINTS and Z * point_noise(values) > CEILING:
         return Verdict(NOISY)
+    if min(values) <= 0:
+        return Verdict(JUDGED)
+    cuts = [cp.index for cp in change_points(values)]
     changes: list[Change] = []
-    start, outliers = 0, set()
-    for i in range(len(values)):
-        window = [j for j in range(start, i) if j not in outliers][-WINDOW:]
-        if len(window) < MIN_BASELINE:
+    level: list[int] = []  # the points of the current lasting level, oldest first
+    i = 0
+    while i < n:
+        if i not in cuts or not level:
+            i = _inside(values, i, level, cuts, changes, metric)
             continue
-        m, s = robust_spread([values[j] for j in window])
-        if m <= 0:
+        m, t = threshold([values[j] for j in level[-WINDOW:]], metric=metric)
+        end = next((c for c in cuts if c > i), n)
+        after = statistics.median(values[i:end])
+        if abs(after - m) / m <= t:
+            cuts.remove(i)  # too small to report: one level with the one before
             continue
-        t = max(Z * s, tolerance)
-        d = (values[i] - m) / m
-        if abs(d) <= t:
-            continue
-        direction = REGRESSION if d > 0 else IMPROVEMENT
-        if i + 1 == len(values):
-            kind = PENDING
+        # The significance test may keep a return in the new level's segment (a short
+        # excursion in a long history): the excursion ends where the rest of it is back.
+        back_at = next(
+            (j for j in range(i + 1, end) if abs(values[j] - m) / m <= t
+             and abs(statistics.median(values[j:end]) - m) / m <= t),
+            None,
+        )  # fmt: skip
+        if back_at is not None:
+            after = statistics.median(values[i:back_at])
+            end = back_at
+        direction = REGRESSION if after > m else IMPROVEMENT
+        back = back_at is not None or (end < n and abs(_level_at(values, end, cuts) - m) / m <= t)
+        if end == n and end - i == 1:
+            changes.append(Change(i, PENDING, direction, m, values[i], t))
+            break
+        if back and end - i <= TRANSIENT_MAX:
+            changes.append(_excursion(i, end, direction, m, after, t, values))
+            if back_at is None:
+                cuts.remove(end)  # the old level goes on: its return is no change of its own
         else:
-            d_next = (values[i + 1] - m) / m
-            kind = STEP if abs(d_next) > t and (d_next > 0) == (d > 0) else OUTLIER
-        changes.append(Change(i, kind, direction, m, values[i], t))
-        if kind == STEP:
-            start = i
-        elif kind == OUTLIER:
-            outliers.add(i)
+            changes.append(Change(i, STEP, direction, m, after, t))
+            level = list(range(i, end))
+        i = end
     return Verdict(JUDGED, changes)
+
+
+def _excursion(i, end, direction, m, after, t, values) -> Change:
+    if end - i == 1:
+        return Change(i, OUTLIER, direction, m, values[i], t)
+    return Change(i, TRANSIENT, direction, m, after, t, until=end - 1)
+
+
+def _level_at(values: list[float], start: int, cuts: list[int]) -> float:
+    end = next((c for c in cuts if c > start), len(values))
+    return statistics.median(values[start:end])
+
+
+def _inside(values, i, level, cuts, changes, metric) -> int:
+    """Rule step 4 from point i, inside a level: the points up to the next one to judge are
+    either joined to the level or recorded as off it. Returns that next point."""
+    baseline = level[-WINDOW:]
+    if len(baseline) < SPREAD_POINTS:
+        level.append(i)
+        return i + 1
+    m, t = threshold([values[j] for j in baseline], metric=metric)
+    d = (values[i] - m) / m
+    if abs(d) <= t:
+        level.append(i)
+        return i + 1
+    # The run of points beyond t on the same side, up to the next change point.
+    end = i + 1
+    while end < len(values) and end not in cuts and (values[end] - m) / m * d > t * abs(d):
+        end += 1
+    direction = REGRESSION if d > 0 else IMPROVEMENT
+    after = statistics.median(values[i:end])
+    if end - i > 1 and _ttest([values[j] for j in baseline], values[i:end])[0] > OTAVA_PVALUE:
+        # Several points off, but not significantly: the level's own spread.
+        level.extend(range(i, end))
+        return end
+    if end == len(values) and end - i == 1:
+        changes.append(Change(i, PENDING, direction, m, after, t))
+    elif end - i > TRANSIENT_MAX or end == len(values):
+        # Off for longer than an excursion, or still off at the newest point: a step while
+        # it holds.
+        changes.append(Change(i, STEP, direction, m, after, t))
+        level[:] = list(range(i, end))
+    else:
+        changes.append(_excursion(i, end, direction, m, after, t, values))
+    return end
 
 
 # A publication at which at least this many cells of at least this many kernels moved the same
@@ -125,3 +214,193 @@ def grouped(kernels_moved: list[str]) -> bool:
     """Whether these cells (one kernel name each), moved the same way at one publication,
     moved together."""
     return len(kernels_moved) >= GROUP_MIN_CELLS and len(set(kernels_moved)) >= GROUP_MIN_KERNELS
+
+
+# Apache Otava's change points (otava.analysis.compute_change_points, apache-otava 0.8.0,
+# Apache License 2.0), without numpy or scipy: the web app runs the rule at every ingest and
+# does not carry otava's dependencies (docs/changes.md). Same windows, same e-divisive
+# candidate, same Student t-test (otava passes population standard deviations to scipy's
+# pooled-variance test), same split and merge.
+
+
+@dataclass
+class ChangePoint:
+    index: int
+    pvalue: float
+    mean_before: float
+    mean_after: float
+
+    @property
+    def magnitude(self) -> float:
+        if self.mean_before == 0 or self.mean_after == 0:
+            return 0.0
+        forward = self.mean_after / self.mean_before - 1.0
+        backward = self.mean_before / self.mean_after - 1.0
+        return max(abs(forward), abs(backward))
+
+
+def change_points(
+    series: list[float], *, window: int = OTAVA_WINDOW, max_pvalue: float = OTAVA_PVALUE
+) -> list[ChangePoint]:
+    """Otava's change points of the series, oldest first."""
+    first_pass = max_pvalue * 10 if max_pvalue < 0.05 else max_pvalue * 2
+    return _merge(_split(series, window, first_pass), series, max_pvalue)
+
+
+def _intervals(points: list[ChangePoint], n: int) -> list[tuple[int, int]]:
+    bounds = [0] + [p.index for p in points] + [n]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if a != b]
+
+
+def _ttest(left: list[float], right: list[float]) -> tuple[float, float, float]:
+    """(p, mean left, mean right): otava's TTestSignificanceTester.compare."""
+    n1, n2 = len(left), len(right)
+    m1, m2 = sum(left) / n1, sum(right) / n2
+    if n1 + n2 <= 2:
+        return 1.0, m1, m2
+    v1 = sum((x - m1) ** 2 for x in left) / n1 if n1 >= 2 else 0.0
+    v2 = sum((x - m2) ** 2 for x in right) / n2 if n2 >= 2 else 0.0
+    df = n1 + n2 - 2
+    denom = math.sqrt(((n1 - 1) * v1 + (n2 - 1) * v2) / df * (1 / n1 + 1 / n2))
+    if denom == 0:
+        return (math.nan if m1 == m2 else 0.0), m1, m2
+    t = (m1 - m2) / denom
+    return _betainc(df / 2, 0.5, df / (df + t * t)), m1, m2
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (two-sided Student t p-value)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1 - x) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _stats(index: int, series: list[float], intervals: list[tuple[int, int]]) -> ChangePoint:
+    """A change point's test over the intervals either side of it (otava's change_point)."""
+    for k, (a, b) in enumerate(intervals):
+        if b == index:
+            left, right = (a, b), intervals[k + 1]
+            break
+        if a < index < b:
+            left, right = (a, index), (index, b)
+            break
+    else:
+        raise ValueError(f"no interval holds {index}")
+    p, m1, m2 = _ttest(series[left[0] : left[1]], series[right[0] : right[1]])
+    return ChangePoint(index, p, m1, m2)
+
+
+def _candidate(dist: list[list[float]], start: int, end: int) -> tuple[int, float]:
+    """(index, q): the split of series[start:end] that maximises e-divisive's Q(tau, kappa)
+    over start < tau < kappa <= end; on ties the first in otava's (tau, kappa) order, where
+    the pairs with kappa <= tau count as 0."""
+    # col[c][r]: sum of dist[i][c] for start <= i < r.
+    col = {}
+    for c in range(start, end):
+        acc, row = 0.0, [0.0]
+        for i in range(start, end):
+            acc += dist[i][c]
+            row.append(acc)
+        col[c] = row
+    best, best_q = None, -math.inf
+    within_x = 0.0
+    size = end - start - 1
+    for ti, tau in enumerate(range(start + 1, end)):
+        within_x += col[tau - 1][tau - 1 - start] if tau - 1 > start else 0.0
+        n = tau - start
+        cross = within_y = 0.0
+        for ki in range(size):
+            kappa = ki + start + 2
+            if ki < ti:
+                q = 0.0
+            else:
+                last = kappa - 1
+                cross += col[last][n]
+                within_y += col[last][last - start] - col[last][n]
+                m = kappa - tau
+                q = 2.0 / (m + n) * cross
+                if n > 1:
+                    q -= 2.0 * m / (m + n) / (n - 1) * within_x
+                if m > 1:
+                    q -= 2.0 * n / (m + n) / (m - 1) * within_y
+            if q > best_q:
+                best, best_q = tau, q
+    return best, best_q
+
+
+def _divisive(series: list[float], start: int, end: int, tester_p: float) -> list[ChangePoint]:
+    """otava's ChangePointDetector over series[start:end], indices in the whole series."""
+    window = series[start:end]
+    dist = [[abs(a - b) for b in window] for a in window]
+    points: list[ChangePoint] = []
+    while True:
+        intervals = _intervals(points, len(window))
+        found = [_candidate(dist, a, b) for a, b in intervals if b - a > 1]
+        if not found:
+            break
+        index, _ = max(found, key=lambda c: c[1])
+        point = _stats(index, window, intervals)
+        if not point.pvalue <= tester_p:
+            break
+        points.append(point)
+        points.sort(key=lambda p: p.index)
+    for p in points:
+        p.index += start
+    return points
+
+
+def _split(series: list[float], window: int, tester_p: float) -> list[ChangePoint]:
+    start, step, points = 0, window // 2, []
+    while start < len(series):
+        end = min(start + window, len(series))
+        new = _divisive(series, start, end, tester_p)
+        start = max(new[-1].index if new else 0, start + step)
+        points += [p for p in new if p.index not in {q.index for q in points}]
+    points.sort(key=lambda p: p.index)
+    intervals = _intervals(points, len(series))
+    return [_stats(p.index, series, intervals) for p in points]
+
+
+def _merge(points: list[ChangePoint], series: list[float], max_pvalue: float) -> list:
+    """otava's merge with min_magnitude 0: drop the weakest point until all pass the test."""
+    while points:
+        weakest = max(points, key=lambda p: p.pvalue)
+        if weakest.pvalue < max_pvalue:
+            weakest = min(points, key=lambda p: p.magnitude)
+            if weakest.magnitude > 0.0:
+                return points
+        k = points.index(weakest)
+        del points[k]
+        intervals = _intervals(points, len(series))
+        for j in (k, k + 1):
+            if 0 <= j < len(points):
+                points[j] = _stats(points[j].index, series, intervals)
+    return points

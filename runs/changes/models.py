@@ -50,7 +50,8 @@ class CellSeries(models.Model):
 
 
 class CellChange(models.Model):
-    STEP, OUTLIER, PENDING = detect.STEP, detect.OUTLIER, detect.PENDING
+    STEP, TRANSIENT = detect.STEP, detect.TRANSIENT
+    OUTLIER, PENDING = detect.OUTLIER, detect.PENDING
     REGRESSION, IMPROVEMENT = detect.REGRESSION, detect.IMPROVEMENT
 
     source = models.ForeignKey(
@@ -70,15 +71,21 @@ class CellChange(models.Model):
     )
     run = models.ForeignKey("runs.Run", on_delete=models.PROTECT, related_name="+", db_index=False)
     kind = models.CharField(
-        max_length=8,
-        choices=[(STEP, "step"), (OUTLIER, "outlier, reverted at the next publication"),
+        max_length=9,
+        choices=[(STEP, "step"), (TRANSIENT, "transient, back within a few publications"),
+                 (OUTLIER, "outlier, reverted at the next publication"),
                  (PENDING, "pending the next publication")],
     )  # fmt: skip
     direction = models.CharField(
         max_length=12, choices=[(REGRESSION, "regression"), (IMPROVEMENT, "improvement")]
     )
+    # A transient's last publication off the old level (the span runs from `publication`).
+    until = models.ForeignKey(
+        "runs.Publication", on_delete=models.PROTECT, related_name="+", db_index=False,
+        null=True, blank=True,
+    )  # fmt: skip
     before = models.FloatField(help_text="Baseline median, in the run's unit")
-    after = models.FloatField(help_text="Median at the publication, in the run's unit")
+    after = models.FloatField(help_text="Median of the new level, in the run's unit")
     threshold = models.FloatField(help_text="Relative threshold the move exceeded")
     # Moved the same way at the same publication as many cells of several kernels.
     grouped = models.BooleanField(default=False)

@@ -3,7 +3,8 @@ publications touched, their rows replaced, and the publications' groups recomput
 
 1. Read every current run of the source whose comparison cell appears in those publications
    (one query), and put each cell's points in the order the run page draws them.
-2. Judge each cell (runs.changes.detect) with its tolerance as the floor.
+2. Judge each cell (runs.changes.detect); its tolerance is stored for the pages, the rule
+   takes its threshold from the points before each change only.
 3. In one transaction: delete those cells' rows, insert the new ones, and recompute the
    `grouped` flag of every publication that has a change among them.
 
@@ -132,7 +133,7 @@ def _judge(source: Source, cell_key: str, provider: str, points: list[tuple]):
     tolerance = cell_tolerance(
         source_slug=source.slug, cell=(bench, timed_pass, metric, provider, workload, gpu)
     ).value
-    verdict = detect.detect(values, tolerance=tolerance)
+    verdict = detect.detect(values, metric=metric)
     series = CellSeries(
         source=source, cell_key=cell_key, provider_key=provider, benchmark_id=bench_id,
         status=verdict.status, points=len(values), tolerance=tolerance,
@@ -148,6 +149,7 @@ def _judge(source: Source, cell_key: str, provider: str, points: list[tuple]):
             run_id=ordered[c.index][0][0],
             kind=c.kind,
             direction=c.direction,
+            until_id=ordered[c.until][0][3] if c.until is not None else None,
             before=c.before,
             after=c.after,
             threshold=c.threshold,

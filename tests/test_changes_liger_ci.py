@@ -1,0 +1,100 @@
+"""The change rule (runs/changes/detect.py) on the real Liger CI history under data/liger-ci,
+read the way bench/changes.py reads it: the persistent steps it must report, and the host's
+excursions it must call what they are."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from runs.changes import detect
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def liger_ci():
+    """(publication folders, {cell: {sequence: median}}) of data/liger-ci."""
+    spec = importlib.util.spec_from_file_location("bench_changes", ROOT / "bench" / "changes.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.histories(ROOT / "data" / "liger-ci")
+
+
+@pytest.fixture(scope="module")
+def judged(liger_ci):
+    """Every cell's changes, as (cell, publication, change)."""
+    folders, cells = liger_ci
+    found = []
+    for cell, history in cells.items():
+        seqs = list(history)
+        for ch in detect.detect(list(history.values()), metric=cell[2]).changes:
+            found.append(
+                (cell, folders[seqs[ch.index]], ch, folders[seqs[ch.until]] if ch.until else None)
+            )
+    return found
+
+
+def _cell(cells, bench, timed_pass, metric, provider, workload_part):
+    (match,) = [
+        c for c in cells
+        if c[:4] == (bench, timed_pass, metric, provider) and workload_part in c[4] and c[5] == H100
+    ]  # fmt: skip
+    return match
+
+
+def test_cross_entropy_transformers_at_vocab_8192_stepped_down_at_1c07943(liger_ci):
+    """2.5 -> 1.8 ms at 1c07943, held for the 24 publications since; the cell's tolerance from
+    the whole history (39 %) had hidden it."""
+    folders, cells = liger_ci
+    history = cells[_cell(cells, "cross_entropy", "full", "latency", "huggingface", "vocab8192")]
+    seqs = list(history)
+    steps = [
+        (folders[seqs[c.index]], c.direction, round(c.before / 1e6, 1), round(c.after / 1e6, 1))
+        for c in detect.detect(list(history.values()), metric="latency").changes
+        if c.kind == detect.STEP
+    ]
+    assert steps == [("1c07943", detect.IMPROVEMENT, 2.5, 1.8)]
+
+
+def test_distill_jsd_loss_liger_memory_stepped_up_at_6059dfb(liger_ci):
+    """5,640 -> 6,428 MB at 6059dfb, held since."""
+    folders, cells = liger_ci
+    history = cells[_cell(cells, "distill_jsd_loss", "full", "memory", "liger", "bt2048")]
+    seqs = list(history)
+    steps = {
+        folders[seqs[c.index]]: (c.direction, round(c.before / 1e6), round(c.after / 1e6))
+        for c in detect.detect(list(history.values()), metric="memory").changes
+        if c.kind == detect.STEP
+    }
+    assert steps["6059dfb"] == (detect.REGRESSION, 5640, 6428)
+
+
+def test_the_v0_7_0_excursion_is_one_transient_group(judged):
+    """At 7644a0f-v0.7.0 much of the suite got slower for three publications (two of them the
+    same commit) and came back: one group of transients spanning to 9c1ddb7, not steps."""
+    at = [(ch, until) for _, pub, ch, until in judged if pub == "7644a0f-v0.7.0"]
+    kinds = Counter((ch.kind, ch.direction) for ch, _ in at)
+    transients = [(ch, until) for ch, until in at if ch.kind == detect.TRANSIENT]
+    kernels = [
+        cell[0]
+        for cell, pub, ch, _ in judged
+        if pub == "7644a0f-v0.7.0" and ch.kind == detect.TRANSIENT
+    ]
+    assert detect.grouped(kernels)
+    assert Counter(until for _, until in transients).most_common(1)[0][0] == "9c1ddb7"
+    assert kinds[detect.TRANSIENT, detect.REGRESSION] > 10 * kinds[detect.STEP, detect.REGRESSION]
+    assert not detect.grouped(
+        [cell[0] for cell, pub, ch, _ in judged
+         if pub == "7644a0f-v0.7.0" and ch.kind == detect.STEP and ch.direction == detect.REGRESSION]
+    )  # fmt: skip
+
+
+def test_the_4444fdf_slowdown_is_one_publication_of_outliers(judged):
+    at = Counter(ch.kind for _, pub, ch, _ in judged if pub == "4444fdf")
+    assert at.most_common(1)[0][0] == detect.OUTLIER
+    assert at[detect.OUTLIER] > 10 * at[detect.STEP]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from django.core.paginator import Paginator
+from django.db.models import Count, JSONField
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.utils.decorators import method_decorator
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
@@ -14,22 +17,63 @@ from runs.api.views import StrictCursorPagination, StrictQueryMixin
 from runs.claims.models import JudgedClaim, Verdict
 from runs.claims.serializers import JudgedClaimSerializer
 from runs.models import Source
+from runs.read.freshness import DATA, kept, kept_many
 from runs.read.page_cache import public_page
 
+CLAIMS_PER_PAGE = 50
+# What a claim's row shows besides the claim: its cell and both sides with their reruns.
+SIDES = (
+    "group__benchmark",
+    "group__workload",
+    "group__environment__gpu",
+    "better__implementation",
+    "other__implementation",
+    "better_controlled",
+    "other_controlled",
+)
 
-def _claims(source: Source):
-    return (
+
+def _unshown_json() -> list[str]:
+    """The JSON columns along SIDES (runs' metrics and labels, documents' specs): neither the
+    page nor the API shows them, and decoding them cost more than the rest of a row."""
+    paths = []
+    for path in SIDES:
+        model, prefix = JudgedClaim, []
+        for name in path.split("__"):
+            model, prefix = model._meta.get_field(name).related_model, [*prefix, name]
+            paths += [
+                "__".join([*prefix, f.name])
+                for f in model._meta.concrete_fields
+                if isinstance(f, JSONField)
+            ]
+    return sorted(set(paths))
+
+
+def _with_sides(claims):
+    return claims.select_related(*SIDES).defer(*_unshown_json())
+
+
+def _counts(source: Source) -> dict[str, int]:
+    """Claims per verdict, every verdict named (one grouped count on the source's index)."""
+    counts = {v: 0 for v, _ in Verdict.choices}
+    rows = (
         JudgedClaim.objects.filter(source=source)
-        .select_related(
-            "group__benchmark",
-            "group__workload",
-            "group__environment__gpu",
-            "better__implementation",
-            "other__implementation",
-            "better_controlled",
-            "other_controlled",
+        .values_list("verdict")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts.update(dict(rows))
+    return counts
+
+
+def _rows(source: Source, number: int) -> str:
+    """Page `number`'s table rows: the claims at that offset of the source's index only."""
+    start = (number - 1) * CLAIMS_PER_PAGE
+    claims = _with_sides(JudgedClaim.objects.filter(source=source)).order_by("severity", "id")
+    return mark_safe(
+        render_to_string(
+            "claims/_source_claims_rows.html", {"claims": claims[start : start + CLAIMS_PER_PAGE]}
         )
-        .order_by("severity", "id")
     )
 
 
@@ -37,14 +81,18 @@ def _claims(source: Source):
 @public_page
 def source_claims(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    page = Paginator(_claims(source), 100).get_page(request.GET.get("page"))
-    counts = {v: 0 for v, _ in Verdict.choices}
-    for verdict in JudgedClaim.objects.filter(source=source).values_list("verdict", flat=True):
-        counts[verdict] += 1
+    # The counts and each page's rows read the run data only: counted and rendered once per
+    # data change. The pager counts a range, so it asks nothing; get_page keeps the number
+    # within the pages there are, so a client cannot add keys at will.
+    counts = kept(f"claims-counts:{source.pk}", [DATA], lambda: _counts(source))
+    page = Paginator(range(sum(counts.values())), CLAIMS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = kept(
+        f"claims-rows:{source.pk}:{page.number}", [DATA], lambda: _rows(source, page.number)
+    )
     return render(
         request,
         "claims/source_claims.html",
-        {"source": source, "page": page, "counts": counts},
+        {"source": source, "page": page, "counts": counts, "rows": rows},
     )
 
 
@@ -69,4 +117,19 @@ class SourceClaimList(StrictQueryMixin, generics.ListAPIView):
     filter_backends: list = []
 
     def get_queryset(self):
-        return _claims(get_object_or_404(Source, slug=self.kwargs["slug"]))
+        source = get_object_or_404(Source, slug=self.kwargs["slug"])
+        return JudgedClaim.objects.filter(source=source).order_by("severity", "id")
+
+    def list(self, request, *args, **kwargs):
+        # The page's ids and sort keys from the source's index; each claim as the list shows
+        # it reads the run data only, kept under its version, those not kept loaded in one
+        # query.
+        page = self.paginate_queryset(self.get_queryset().values("id", "severity"))
+        shown = kept_many("api-claim", [c["id"] for c in page], [DATA], self._represent)
+        # A claim re-judged away between the two queries is left out.
+        return self.get_paginated_response([shown[c["id"]] for c in page if c["id"] in shown])
+
+    def _represent(self, ids: list[int]) -> dict[int, dict]:
+        claims = list(_with_sides(JudgedClaim.objects.filter(pk__in=ids)))
+        data = self.get_serializer(claims, many=True).data
+        return {claim.pk: one for claim, one in zip(claims, data, strict=True)}

@@ -22,7 +22,7 @@ class RunPage(NamedTuple):
 
     run: models.Model
     leader: str | None  # rank 1 of its group; None for the leader itself or an unranked run
-    group_has_claims: bool  # whether the leader's group has a judged claim (few have any)
+    has_claims: bool  # whether the run is a side of a judged claim (few are)
 
 
 class HistoryWindow(NamedTuple):
@@ -129,13 +129,13 @@ class RunQuerySet(models.QuerySet):
         rows = sql_rows(sql, [public_id])
         if not rows:
             raise Http404(f"No run has the id {public_id}.")
-        *columns, leader, group_has_claims = rows[0]
+        *columns, leader, has_claims = rows[0]
         run, *related = sql_instances(parts, columns)
         for field, instance in zip(joined, related, strict=True):
             field.set_cached_value(run, instance)
         if leader is None or leader == run.public_id:
-            return RunPage(run, None, False)
-        return RunPage(run, leader, bool(group_has_claims))
+            return RunPage(run, None, bool(has_claims))
+        return RunPage(run, leader, bool(has_claims))
 
     def for_run_page(self) -> RunQuerySet:
         """What a run's own pages read beside it: the workload and the comparison group. The
@@ -434,15 +434,16 @@ def _run_page_sql(vendor: str) -> tuple[str, list[tuple], list]:
     )
     runs, claims = sql_table(Run), sql_table(JudgedClaim)
     # r.is_current and l.is_current: the public rows (public()); one current revision per id
-    # (Run.Meta). The leader, rank 1 of the group ("Compare with #1"), and whether its group
-    # has a judged claim (then the page shows the claim between the two) are asked for only
-    # for a run ranked below it: on the group's indexes, nothing for the rest.
+    # (Run.Meta). The leader, rank 1 of the group ("Compare with #1"), is asked for only for a
+    # run ranked below it; whether the run is a side of a judged claim (then the page shows
+    # its claims, the winner's too), for every run: both on the group's indexes.
     ranked_below = "WHEN r.rank > 1 THEN"
     sql = (
         f"SELECT {', '.join(sql_columns(m, a) for m, a in parts)}, "
         f"CASE {ranked_below} (SELECT l.public_id FROM {runs} l WHERE l.is_current "
         "AND l.group_id = r.group_id AND l.rank = 1 ORDER BY l.public_id LIMIT 1) END, "
-        f"CASE {ranked_below} EXISTS (SELECT 1 FROM {claims} c WHERE c.group_id = r.group_id) END "
+        f"EXISTS (SELECT 1 FROM {claims} c WHERE c.group_id = r.group_id "
+        "AND (c.better_id = r.id OR c.other_id = r.id)) "
         f"FROM {runs} r {joins} WHERE r.is_current AND r.public_id = %s"
     )
     return sql, parts, joined

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.claims.models import JudgedClaim
+from runs.claims.rule import SEVERITY
 from runs.services import ingest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -63,20 +64,27 @@ def test_pages_and_api_show_the_claims(loaded, client):
     assert first["verdict"] == claim.verdict
     assert first["better"]["run"] == claim.better.public_id
     severities = [r["verdict"] for r in api["results"]]
-    order = {"reversed": 0, "overstated": 1, "understated": 2, "holds": 3}
-    assert severities == sorted(severities, key=order.get)
+    assert severities == sorted(severities, key=SEVERITY.get)
     group_page = client.get(claim.group.get_absolute_url()).content.decode()
     assert "Claims re-judged" in group_page and f"{claim.published_ratio:.2f}×" in group_page
     schema = client.get("/api/v1/schema/").content.decode()
     assert "/api/v1/sources/{slug}/claims/" in schema
 
 
-def test_run_page_compare_with_first_shows_the_claim(loaded, client):
+def test_both_runs_pages_show_the_claim_the_winners_too(loaded, client):
+    """The published winner (rank 1, no "Compare with #1") shows the claim it heads, as the
+    other side's page does, with the verdict and the reason in the claim's own words."""
     claim = JudgedClaim.objects.select_related("better", "other").filter(better__rank=1).first()
     assert claim is not None
-    page = client.get(claim.other.get_absolute_url()).content.decode()
-    assert "Compare with #1" in page and "claim-line" in page
-    assert f"{claim.controlled_ratio:.2f}×" in page
+    winner = client.get(claim.better.get_absolute_url()).content.decode()
+    loser = client.get(claim.other.get_absolute_url()).content.decode()
+    assert "Compare with #1" not in winner and "Compare with #1" in loser
+    for page in (winner, loser):
+        assert "claim-line" in page and f"claim-{claim.verdict}" in page
+        assert claim.better_controlled.public_id in page
+    # On the winner's page its own claims come first.
+    first = winner.index("claim-line")
+    assert claim.better.implementation.display_name in winner[first : first + 400]
 
 
 def test_claim_pages_ask_a_constant_number_of_queries(loaded, client):

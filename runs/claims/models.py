@@ -13,9 +13,20 @@ class Verdict(models.TextChoices):
     OVERSTATED = rule.OVERSTATED, "Overstated"
     UNDERSTATED = rule.UNDERSTATED, "Understated"
     REVERSED = rule.REVERSED, "Reversed"
+    TIE_CONFIRMED = rule.TIE_CONFIRMED, "Tie confirmed"
+    TIE_BROKEN = rule.TIE_BROKEN, "Tie broken"
 
 
 class JudgedClaimQuerySet(models.QuerySet):
+    def of_run(self, group_id: int, run_id: int) -> JudgedClaimQuerySet:
+        """The claims run `run_id` is a side of, in its group (the group's index), most
+        severe first."""
+        return (
+            self.filter(group_id=group_id)
+            .filter(models.Q(better_id=run_id) | models.Q(other_id=run_id))
+            .order_by("severity", "id")
+        )
+
     def between(self, group_id: int, a: str, b: str) -> JudgedClaimQuerySet:
         """The claim judged between runs a and b (public ids, either way round) of one group:
         the group's index, then the pair."""
@@ -53,10 +64,13 @@ class JudgedClaim(models.Model):
     )
     verdict = models.CharField(max_length=16, choices=Verdict.choices)
     severity = models.PositiveSmallIntegerField(
-        help_text="0 reversed, 1 overstated, 2 under, 3 holds"
+        help_text="0 reversed, 1 overstated, 2 tie broken, 3 understated, 4 holds, 5 tie confirmed"
     )
     published_ratio = models.FloatField()
-    controlled_ratio = models.FloatField()
+    controlled_ratio = models.FloatField(help_text="other / better on the claim's own basis")
+    device_ratio = models.FloatField(
+        null=True, blank=True, help_text="latency: other / better by the cold device times"
+    )
     tolerance = models.FloatField(help_text="the cells' combined tolerance")
     basis = models.CharField(max_length=32)
     process = models.CharField(max_length=100)

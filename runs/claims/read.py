@@ -14,6 +14,7 @@ FIELDS = (
     "verdict",
     "published_ratio",
     "controlled_ratio",
+    "device_ratio",
     "tolerance",
     "basis",
     "why",
@@ -34,6 +35,7 @@ def _claim(row: dict) -> dict:
         "verdict": row["verdict"],
         "published_ratio": row["published_ratio"],
         "controlled_ratio": row["controlled_ratio"],
+        "device_ratio": row["device_ratio"],
         "tolerance": row["tolerance"],
         "basis": row["basis"],
         "why": row["why"],
@@ -60,15 +62,15 @@ def _load() -> dict:
     return {"by_run": dict(by_run), "by_group": dict(by_group)}
 
 
-def pair_in_group(group_id: int, a: str, b: str) -> dict | None:
-    """The judged claim between runs a and b of one group (a run page and its group's leader):
-    one query for that pair, instead of loading the whole index for one pair. The run page
-    asks only when its group has a claim at all (RunQuerySet.run_page_or_404 says)."""
+def of_run(group_id: int, run_id: int) -> list[dict]:
+    """The judged claims a run is a side of, those it was published the winner of first: one
+    query for the run, instead of loading the whole index. The run page asks only when the
+    run has a claim at all (RunQuerySet.run_page_or_404 says)."""
     from runs.claims.models import JudgedClaim
 
-    rows = JudgedClaim.objects.between(group_id, a, b).order_by("severity", "id")
-    row = rows.values(*FIELDS).first()
-    return _claim(row) if row is not None else None
+    rows = JudgedClaim.objects.of_run(group_id, run_id).values(*FIELDS)
+    claims = [_claim(row) | {"won": row["better_id"] == run_id} for row in rows]
+    return sorted(claims, key=lambda c: not c["won"])
 
 
 def index() -> dict:

@@ -6,15 +6,20 @@ is judged only where the same runner process re-measured both implementations: o
 state, one set of clocks, one software stack. Never across GPU products. The published ratio
 is never edited; the judged claim sits beside it.
 
-The controlled ratio uses the figure the runner's own rule trusts for both sides: the
-`do_bench` medians where both calls are device-bound (the protocol's figure), otherwise the
-cold device times (what the GPU needs per call; a host-bound side's do_bench timed our host);
-peak memory for memory. The ratio is always other / claimed-better, so > 1 means the claimed
-side is better.
+A claim is judged on the basis it was published on. Liger's latency figures are wall-clock
+`do_bench` medians (CUDA events around each call, the host's launch included), so a latency
+claim is judged on the two sides' `do_bench` medians from one runner process: the wall clock
+on our host, whichever side its host dominates. The ratio of the two cold device times (what
+the GPU needs per call) is shown beside it as a second line, and never decides. Memory claims
+are judged on peak memory. Every ratio is in the claim's own direction, other /
+claimed-better, so > 1 means the claimed side is better and a reader never inverts one.
 
 Verdicts, with t the cells' combined tolerance, (1 + t_a)(1 + t_b) - 1 (each side's figure
 may move by its own tolerance, so their ratio by the product):
-- holds: controlled ratio within a factor (1 + t) of the published one;
+- a published ratio within t of 1 (at most 1 + t) claims a tie, not an order: the tie is
+  confirmed where the controlled ratio is within a factor (1 + t) of 1 either way, else
+  broken ("now 1.30x"); a tie is never "reversed";
+- otherwise, holds: the controlled ratio within a factor (1 + t) of the published one;
 - reversed: the other side wins by more than the tolerance (controlled ratio < 1 / (1 + t));
 - overstated: the controlled gap is smaller than published (beyond t);
 - understated: the controlled gap is larger than published (beyond t).
@@ -26,8 +31,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 HOLDS, OVERSTATED, UNDERSTATED, REVERSED = "holds", "overstated", "understated", "reversed"
+TIE_CONFIRMED, TIE_BROKEN = "tie-confirmed", "tie-broken"
 # Reversed and overstated first: they are what a reader must not miss.
-SEVERITY = {REVERSED: 0, OVERSTATED: 1, UNDERSTATED: 2, HOLDS: 3}
+SEVERITY = {REVERSED: 0, OVERSTATED: 1, TIE_BROKEN: 2, UNDERSTATED: 3, HOLDS: 4, TIE_CONFIRMED: 5}
+# What each verdict says, in the claim's own direction (the claims page lists them).
+MEANING = {
+    HOLDS: "the rerun measured the published ratio, within the combined tolerance",
+    OVERSTATED: "the claimed side is still better, by less than published",
+    UNDERSTATED: "the claimed side is better by more than published",
+    REVERSED: "the other side is better in the rerun, beyond the combined tolerance",
+    TIE_CONFIRMED: "published within the tolerance of 1 (a tie), and the rerun is a tie too",
+    TIE_BROKEN: "published as a tie, and the rerun separates the two sides beyond the tolerance",
+}
+WALL_CLOCK, DEVICE_TIME, PEAK_MEMORY = "wall clock", "device time", "peak memory"
 
 
 @dataclass(frozen=True)
@@ -50,8 +66,9 @@ class Judged:
     published_ratio: float
     controlled_ratio: float
     tolerance: float
-    basis: str  # "do_bench", "device time" or "peak memory"
+    basis: str  # WALL_CLOCK or PEAK_MEMORY
     why: str
+    device_ratio: float | None = None  # latency: the cold device times' ratio, same direction
 
 
 @dataclass(frozen=True)
@@ -67,19 +84,47 @@ def _times(ratio: float) -> str:
 
 
 def _figures(a: Side, b: Side, metric: str) -> tuple[float, float, str] | None:
-    if metric == "memory":
-        if a.do_bench and b.do_bench:
-            return a.do_bench, b.do_bench, "peak memory"
-        return None
-    if a.device_bound and b.device_bound and a.do_bench and b.do_bench:
-        return a.do_bench, b.do_bench, "do_bench"
-    if a.device and b.device:
-        return a.device, b.device, "device time"
+    """The figures the claim was published on: peak memory, or the wall-clock do_bench."""
+    if a.do_bench and b.do_bench:
+        return a.do_bench, b.do_bench, PEAK_MEMORY if metric == "memory" else WALL_CLOCK
     return None
 
 
-def judge(better: Side, other: Side, *, metric: str, ceiling: float) -> Judged | Refused:
-    """Judge the claim that `better` (the lower published figure) beats `other`."""
+def _device_ratio(better: Side, other: Side, metric: str) -> float | None:
+    if metric == "memory" or not (better.device and other.device):
+        return None
+    if better.device <= 0 or other.device <= 0:
+        return None
+    return other.device / better.device
+
+
+def _standing(ratio: float, word: str, better: str, other: str) -> str:
+    """Who is better by how much, in words: "Liger 1.30x faster", "a tie (1.02x)"."""
+    if ratio >= 1:
+        return f"{better} {_times(ratio)} {word}"
+    return f"{other} {_times(1 / ratio)} {word}"
+
+
+def _verdict(published: float, controlled: float, t: float) -> str:
+    if published <= 1 + t:  # a tie was published
+        return TIE_CONFIRMED if 1 / (1 + t) <= controlled <= 1 + t else TIE_BROKEN
+    if published / (1 + t) <= controlled <= published * (1 + t):
+        return HOLDS
+    if controlled < 1 / (1 + t):
+        return REVERSED
+    return OVERSTATED if controlled < published else UNDERSTATED
+
+
+def judge(
+    better: Side,
+    other: Side,
+    *,
+    metric: str,
+    ceiling: float,
+    names: tuple[str, str] = ("the claimed side", "the other side"),
+) -> Judged | Refused:
+    """Judge the claim that `better` (the lower published figure) beats `other`; `names` are
+    the two implementations' names, for the reason."""
     if better.published_product != other.published_product:
         return Refused("the two runs were published on different GPU products")
     for side in (better, other):
@@ -103,17 +148,19 @@ def judge(better: Side, other: Side, *, metric: str, ceiling: float) -> Judged |
     published = other.published / better.published
     controlled = theirs / mine
     t = (1 + better.tolerance) * (1 + other.tolerance) - 1
-    if published / (1 + t) <= controlled <= published * (1 + t):
-        verdict = HOLDS
-    elif controlled < 1 / (1 + t):
-        verdict = REVERSED
-    elif controlled < published:
-        verdict = OVERSTATED
-    else:
-        verdict = UNDERSTATED
+    verdict = _verdict(published, controlled, t)
     word = "less memory" if metric == "memory" else "faster"
-    why = (
-        f"published {_times(published)} {word}; rerun in one process: {_times(controlled)} by "
-        f"{basis} ({verdict}, combined tolerance {t:.0%})"
-    )
-    return Judged(verdict, published, controlled, t, basis, why)
+    claimed = _standing(published, word, *names)
+    if verdict in (TIE_CONFIRMED, TIE_BROKEN):
+        claimed = f"a tie ({_times(published)}, within the tolerance of 1)"
+    now = _standing(controlled, word, *names)
+    if 1 / (1 + t) <= controlled <= 1 + t:
+        now = f"a tie ({_times(controlled)})"
+    why = f"published: {claimed}; rerun in one process, by {basis}: {now} (combined tolerance {t:.0%})"
+    device = _device_ratio(better, other, metric)
+    if device is not None:
+        by_device = _standing(device, word, *names)
+        if 1 / (1 + t) <= device <= 1 + t:
+            by_device = f"a tie ({_times(device)})"
+        why += f"; by device time: {by_device}"
+    return Judged(verdict, published, controlled, t, basis, why, device)

@@ -30,6 +30,7 @@ class JudgedClaimSerializer(serializers.ModelSerializer):
             "verdict",
             "published_ratio",
             "controlled_ratio",
+            "device_ratio",
             "tolerance",
             "basis",
             "why",

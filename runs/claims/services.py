@@ -54,6 +54,7 @@ def _rows(group_ids) -> dict[int, dict[int, dict]]:
         "run__median",
         "run__metric",
         "run__environment__gpu__product",
+        "run__implementation__display_name",
         "controlled_run_id",
         "facts",
     ):
@@ -67,6 +68,7 @@ def _rows(group_ids) -> dict[int, dict[int, dict]]:
                 "metric": e["run__metric"],
                 "product": e["run__environment__gpu__product"],
                 "source": e["run__source_id"],
+                "name": e["run__implementation__display_name"],
                 "by_process": {},
             },
         )
@@ -102,6 +104,7 @@ def _judge_pair(group_id: int, a: int, ra: dict, b: int, rb: dict, counts) -> li
         _side(rother, process),
         metric=rbetter["metric"],
         ceiling=TOLERANCE_CEILING,
+        names=(rbetter["name"], rother["name"]),
     )
     if isinstance(result, rule.Refused):
         counts["refused"] += 1
@@ -119,6 +122,7 @@ def _judge_pair(group_id: int, a: int, ra: dict, b: int, rb: dict, counts) -> li
             severity=rule.SEVERITY[result.verdict],
             published_ratio=result.published_ratio,
             controlled_ratio=result.controlled_ratio,
+            device_ratio=result.device_ratio,
             tolerance=result.tolerance,
             basis=result.basis,
             process=process,

@@ -42,7 +42,7 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     current run (never kept)."""
 
     def compute() -> dict:
-        run, leader, group_has_claims = Run.objects.run_page_or_404(public_id)
+        run, leader, has_claims = Run.objects.run_page_or_404(public_id)
         # Its catalogue rows are those of many other runs: kept apart, under the data version.
         catalogue.attach_kept([run])
         manifest = manifest_json(run)
@@ -50,11 +50,9 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
             "run": run,
             "history": history(run),
             "leader": leader,
-            # The claim judged between this run and its leader, asked for only in a group with
-            # judged claims (few have any).
-            "leader_claim": claims.pair_in_group(run.group_id, run.public_id, leader)
-            if group_has_claims
-            else None,
+            # The judged claims this run is a side of, the winner's page too, asked for only
+            # where there is one (few runs have any).
+            "claims": claims.of_run(run.group_id, run.pk) if has_claims else [],
             **_verdicts(run, verdict(run)),
             "plausibility": dict(zip(("floor", "reason"), floor_for(run), strict=True)),
             "parameters": _ordered_params(run.workload.parameters),

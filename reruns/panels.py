@@ -33,6 +33,8 @@ def spread(receipt) -> dict | None:
         "p80": m.get("p80"),
         "unit": m.get("unit", ""),
         "timer": m.get("timer", ""),
+        # What a sample is: a peak-memory reading, or one do_bench call.
+        "kind": "peak-memory readings" if m.get("metric") == "memory" else "do_bench samples",
     }
 
 

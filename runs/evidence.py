@@ -389,12 +389,11 @@ def _verdict(
             "is neither confirmed nor refuted"
         )
         return Outcome(Evidence.CHECKED, facts, unsettles=True)
+    figure = "published peak" if run.metric == "memory" else "published median"
     if deviation <= tolerance.value:
-        facts["why"] = f"within {tolerance.value:.0%} of the published median ({off} off){spread}"
+        facts["why"] = f"within {tolerance.value:.0%} of the {figure} ({off} off){spread}"
         return Outcome(Evidence.REPRODUCED, facts)
-    facts["why"] = (
-        f"{off} off the published median, outside the {tolerance.value:.0%} tolerance{spread}"
-    )
+    facts["why"] = f"{off} off the {figure}, outside the {tolerance.value:.0%} tolerance{spread}"
     return Outcome(Evidence.NOT_REPRODUCED, facts)
 
 

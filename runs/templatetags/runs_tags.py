@@ -129,10 +129,14 @@ def verdict_facts(event, unit: str):
     facts = event.facts or {}
     cls = facts.get("classification") or {}
     rows = []
+    # A peak-memory result's figure is a peak, not a do_bench median.
+    memory = facts.get("metric") == "memory"
     if facts.get("published") is not None:
-        rows.append(("Published median", scale(facts["published"], unit)))
+        label = "Published peak memory" if memory else "Published median"
+        rows.append((label, scale(facts["published"], unit)))
     if facts.get("measured") is not None:
-        rows.append(("Our do_bench median (the protocol's figure)", scale(facts["measured"], unit)))
+        label = "Our peak memory" if memory else "Our do_bench median"
+        rows.append((f"{label} (the protocol's figure)", scale(facts["measured"], unit)))
     if cls:
         method = cls.get("deviceMethod") or ""
         rows += [
@@ -144,12 +148,49 @@ def verdict_facts(event, unit: str):
     if facts.get("tolerance") is not None:
         tolerance = f"±{facts['tolerance'] * 100:.0f}% ({facts.get('toleranceDetail', '')})"
         rows.append(("Tolerance", tolerance))
+    rows += _correctness_rows(facts)
     return {
         "event": event,
         "rows": rows,
         "why": facts.get("why", ""),
         "host_dominated": facts.get("hostDominatedFactor"),
     }
+
+
+UPSTREAM_STATES = {
+    "within": "within it",
+    "outside": "outside it",
+    "undecided": "the recorded errors cannot tell",
+}
+
+
+def _correctness_rows(facts: dict) -> list[tuple[str, str]]:
+    """The float64 errors (accuracy) and, for a check the runner's criterion failed, upstream's
+    own test tolerance and what it says (runs/evidence_correctness.py)."""
+    rows = []
+    accuracy = [a for a in facts.get("accuracy") or [] if isinstance(a, dict)]
+    if accuracy:
+        shown = " · ".join(
+            f"{a.get('name')} "
+            + ("NaN, Inf or none" if a.get("maxAbsErr") is None else f"{a['maxAbsErr']:.2g}")
+            + (f" ({a['maxRelErr']:.2g} of max |ref|)" if a.get("maxRelErr") is not None else "")
+            for a in accuracy
+        )
+        rows.append(("Accuracy: largest error against float64 reference maths", shown))
+    upstream = facts.get("upstreamCheck") or {}
+    tolerance = upstream.get("tolerance") or {}
+    if tolerance:
+        rows.append(
+            (
+                "Upstream's own test tolerance",
+                f"{tolerance.get('atol'):g} + {tolerance.get('rtol'):g}·|ref| "
+                f"({tolerance.get('source')}): "
+                + UPSTREAM_STATES.get(upstream.get("state"), str(upstream.get("state"))),
+            )
+        )
+    if facts.get("checkNote"):
+        rows.append(("Correctness", facts["checkNote"]))
+    return rows
 
 
 @register.filter

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django import template
 
-from runs.claims import read
+from runs.claims import read, rule
+from runs.claims.models import Verdict
 
 register = template.Library()
 
@@ -16,3 +17,10 @@ def run_claims(run) -> list[dict]:
 @register.simple_tag
 def group_claims(group) -> list[dict]:
     return read.for_group(group.pk)
+
+
+@register.simple_tag
+def claim_verdicts() -> list[tuple[str, str]]:
+    """Each verdict's name and what it means (runs/claims/rule.py), most severe first."""
+    labels = dict(Verdict.choices)
+    return [(labels[v], rule.MEANING[v]) for v in sorted(rule.MEANING, key=rule.SEVERITY.get)]

@@ -53,7 +53,7 @@ def test_the_run_page_chart_labels_axes_commits_band_and_the_change(client, hist
     assert "History of this cell across 12 publications of Liger-Kernel CI benchmarks" in text
     assert (
         f"At {commit(9)} (after {commit(8)}): regression , +100 %: from a median of 1.000 ms "
-        "to 2.000 ms, beyond the threshold of 35 %." in text
+        "to 2.000 ms, beyond the threshold of 6 %." in text
     )
     assert "moved together" not in text  # its own move, not the host's
 

@@ -24,7 +24,8 @@ class ChangeFilter(django_filters.FilterSet):
     )
     kind = django_filters.ChoiceFilter(
         choices=CellChange._meta.get_field("kind").choices,
-        help_text="step (reported), outlier (reverted at the next publication), pending",
+        help_text="step (reported), transient (back within a few publications), outlier "
+        "(reverted at the next publication), pending",
     )
     direction = django_filters.ChoiceFilter(choices=CellChange._meta.get_field("direction").choices)
     grouped = django_filters.BooleanFilter(
@@ -59,6 +60,9 @@ class ChangeSerializer(serializers.ModelSerializer):
     previous = serializers.CharField(
         source="previous.slug", help_text="The cell's publication before this one"
     )
+    until = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, help_text="A transient's last publication off its level"
+    )
     unit = serializers.CharField(source="run.unit", help_text="ns (latency) or B (memory)")
     shift = serializers.FloatField(help_text="(after - before) / before")
 
@@ -67,7 +71,7 @@ class ChangeSerializer(serializers.ModelSerializer):
         fields = [
             "run", "url", "source", "benchmark", "implementation", "timed_pass", "metric",
             "workload", "gpu", "publication", "upstream_commit", "previous", "kind",
-            "direction", "before", "after", "unit", "shift", "threshold", "grouped",
+            "until", "direction", "before", "after", "unit", "shift", "threshold", "grouped",
         ]  # fmt: skip
 
     @extend_schema_field(serializers.URLField())
@@ -80,8 +84,9 @@ class ChangeSerializer(serializers.ModelSerializer):
     summary="List detected changes",
     description=(
         "Where a cell's median moved between consecutive publications of a source beyond its "
-        "own history's spread (docs/changes.md): steps (regressions, improvements), outliers "
-        "that reverted at the next publication, and pending points. Newest first."
+        "own history's spread (docs/changes.md): steps (regressions, improvements), transients "
+        "(excursions that came back, with `until`), outliers that reverted at the next "
+        "publication, and pending points. Newest first."
     ),
 )
 class ChangeList(StrictQueryMixin, generics.ListAPIView):

@@ -83,7 +83,7 @@ class CellChangeQuerySet(models.QuerySet):
 
     def with_related(self) -> CellChangeQuerySet:
         return self.select_related(
-            "publication", "previous", "benchmark", "source",
+            "publication", "previous", "until", "benchmark", "source",
             "run__implementation", "run__workload", "run__environment__gpu",
         )  # fmt: skip
 

@@ -35,6 +35,8 @@ class Command(BaseCommand):
                 f"{source.slug}: {report.cells} cells stored ({status['judged']} judged, "
                 f"{status['noisy']} too noisy); steps: {kinds['step', 'regression']} "
                 f"regressions, {kinds['step', 'improvement']} improvements; "
+                f"{kinds['transient', 'regression'] + kinds['transient', 'improvement']} "
+                "transients, "
                 f"{kinds['outlier', 'regression'] + kinds['outlier', 'improvement']} outliers, "
                 f"{kinds['pending', 'regression'] + kinds['pending', 'improvement']} pending"
             )

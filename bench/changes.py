@@ -165,6 +165,8 @@ def main(argv: list[str]) -> int:
             agree["index alone"] += 1
             if otava_ttest(values, verdict, index) <= OTAVA_PVALUE:
                 agree["index alone, t-test"] += 1
+            elif not theirs:
+                agree["index alone, no otava point in the cell"] += 1
             if len(alone_examples) < 3:
                 alone_examples.append(f"{name} at {folders[seqs[index]]}")
         ends = [p.index for p in theirs[1:]] + [len(values)] if theirs else []
@@ -226,7 +228,9 @@ def main(argv: list[str]) -> int:
           f"({agree['both'] / max(steps, 1):.0%})")  # fmt: skip
     print(f"  lasting steps the index alone finds: {agree['index alone']}, of which otava's "
           f"t-test (p <= {OTAVA_PVALUE}) separates the two levels: "
-          f"{agree['index alone, t-test']}; e.g. {'; '.join(alone_examples)}")  # fmt: skip
+          f"{agree['index alone, t-test']}; of the rest, in cells where otava finds no change "
+          f"point at all: {agree['index alone, no otava point in the cell']}; "
+          f"e.g. {'; '.join(alone_examples)}")  # fmt: skip
     print(f"  otava's change points without a lasting step here: "
           f"{sum(len(v) for v in otava_alone.values())}")  # fmt: skip
     for reason, where in sorted(otava_alone.items(), key=lambda kv: -len(kv[1])):

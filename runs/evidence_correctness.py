@@ -167,7 +167,10 @@ class Judged:
 
 def _tensor_text(t: dict) -> str:
     err = "NaN, Inf or no output" if t["maxAbsErr"] is None else f"max error {t['maxAbsErr']:.3g}"
-    ref = "" if t.get("refMax") is None else f" at |ref| up to {t['refMax']:.3g}"
+    if t.get("refMax") is not None:
+        ref = f" at |ref| up to {t['refMax']:.3g}"
+    else:
+        ref = " where the reference is exactly 0" if t["maxAbsErr"] is not None else ""
     return f"{t['name']} {err}{ref} against {t['atol']:g} + {t['rtol']:g}·|ref|"
 
 

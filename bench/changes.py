@@ -184,6 +184,7 @@ def main(argv: list[str]) -> int:
                 found = p.index in ours
                 agree["wanted"] += 1
                 agree["wanted found"] += found
+                agree["wanted at"] += any(ch.index == p.index for ch in verdict.changes)
                 # Read point by point: the new level is 10 % off the old one in its first five
                 # points and in its last five (no return inside otava's segment).
                 old = statistics.median(values[start : p.index])
@@ -238,6 +239,9 @@ def main(argv: list[str]) -> int:
     wanted = agree["wanted"]
     print(f"  otava's changes of >= 10 % lasting >= 5 publications: {wanted}, found as lasting "
           f"steps: {agree['wanted found']} ({agree['wanted found'] / max(wanted, 1):.0%})")  # fmt: skip
+    print(f"  of those, reported at that publication as some change (a lasting step, a "
+          f"transient, an outlier or pending): {agree['wanted at']} "
+          f"({agree['wanted at'] / max(wanted, 1):.0%})")  # fmt: skip
     for reason, where in sorted(wanted_missed.items(), key=lambda kv: -len(kv[1])):
         print(f"    missed, {reason:22} {len(where):4}  e.g. {'; '.join(where[:2])}")
     held = agree["held"]

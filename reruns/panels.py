@@ -72,6 +72,11 @@ def run_reruns(request: HttpRequest, run) -> dict:
     # page) has no job: its page asks nothing here.
     active = getattr(run, "activity", None) != 0
     jobs = list(RerunJob.objects.for_run(run).for_panel()) if active else []
+    # Every evidence event is caused by one of the run's jobs: no jobs, no events to ask for.
+    events = list(EvidenceEvent.objects.for_run(run)) if jobs else []
+    # A job's verdict is its newest event: a re-judged result's (manage.py rerun rejudge)
+    # replaces the one its receipt recorded.
+    verdicts = {e.cause_job: e for e in sorted(events, key=lambda e: (e.created_at, e.pk))}
     rows = []
     for job in jobs:
         receipt = getattr(job, "receipt", None)
@@ -82,6 +87,7 @@ def run_reruns(request: HttpRequest, run) -> dict:
             {
                 "job": job,
                 "receipt": receipt,
+                "verdict": verdicts.get(job.uuid) or getattr(receipt, "evidence_event", None),
                 "spread": spread(receipt),
                 "power": power_windows(receipt),
                 "issued": issued,
@@ -93,8 +99,7 @@ def run_reruns(request: HttpRequest, run) -> dict:
     return {
         "run": run,
         "rows": rows,
-        # Every evidence event is caused by one of the run's jobs: no jobs, no events to ask for.
-        "events": EvidenceEvent.objects.for_run(run) if jobs else [],
+        "events": events,
         # Only a signed-in reader sees the request form; anonymous pages are the hot path.
         "form": RerunRequestForm(initial={"gpu_class": run.environment.gpu.gpu_class})
         if signed_in

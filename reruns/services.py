@@ -619,7 +619,9 @@ def result_rejudge(*, receipt: ResultReceipt) -> str:
     a failed check by upstream's own test tolerance, reaches results recorded before it only
     this way: never by an edit of the level). Returns what happened:
 
-    - "kept": the rule still says `incorrect`;
+    - "confirmed": the rule still says `incorrect`; applied as a new event all the same, so
+      the level rests on the rule's reason (which tensor missed which tolerance, and where
+      that tolerance comes from);
     - "moved": another outcome, applied with evidence_apply as a new event (cause
       "rejudge:<job>"), the controlled run the result became unchanged;
     - "withdrawn": the result can carry no verdict now (NoVerdict); the run goes back to the
@@ -630,7 +632,7 @@ def result_rejudge(*, receipt: ResultReceipt) -> str:
     """
     event = receipt.evidence_event
     if event is None or event.outcome != Evidence.INCORRECT:
-        return "kept"
+        return "superseded"
     job = RerunJob.objects.select_related(
         "run__implementation", "run__environment__gpu", "run__publication", "run__benchmark"
     ).get(pk=receipt.job_id)
@@ -652,8 +654,6 @@ def result_rejudge(*, receipt: ResultReceipt) -> str:
             cause_job=job.uuid,
         )  # fmt: skip
         return "withdrawn"
-    if outcome.level == Evidence.INCORRECT:
-        return "kept"
     evidence_apply(
         run=run,
         controlled_run=receipt.controlled_run,
@@ -661,7 +661,7 @@ def result_rejudge(*, receipt: ResultReceipt) -> str:
         cause=cause,
         cause_job=job.uuid,
     )
-    return "moved"
+    return "confirmed" if outcome.level == Evidence.INCORRECT else "moved"
 
 
 def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:

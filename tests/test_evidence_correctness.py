@@ -174,7 +174,7 @@ def _record_incorrect(run, checks, monkeypatch):
 
 REJUDGED = [
     ("within: moved", [check(8.9e-4, 1.0)], "moved", Evidence.CHECKED),
-    ("outside: kept", [check(0.3, 50.0)], "kept", Evidence.INCORRECT),
+    ("outside: confirmed, with the reason", [check(0.3, 50.0)], "confirmed", Evidence.INCORRECT),
     ("undecided: withdrawn", [check(0.035, 47.0, scale=13.8, worst=6.98)], "withdrawn", Evidence.REPORTED),
 ]  # fmt: skip
 
@@ -189,14 +189,15 @@ def test_rejudge_goes_through_the_evidence_rule(
     fna_run.refresh_from_db()
     assert fna_run.evidence == level
     latest = EvidenceEvent.objects.latest_for(fna_run)
-    if done == "kept":
-        assert EvidenceEvent.objects.count() == events
-    else:
-        assert latest.cause == f"rejudge:{receipt.job.uuid}"
-        assert (latest.from_level, latest.to_level) == (Evidence.INCORRECT, level)
+    assert EvidenceEvent.objects.count() == events + 1
+    assert latest.cause == f"rejudge:{receipt.job.uuid}"
+    assert (latest.from_level, latest.to_level) == (Evidence.INCORRECT, level)
+    if done == "confirmed":
+        assert "test_fused_neighborhood_attention.py:108" in latest.facts["why"]
     # A second pass changes nothing more.
     again = ResultReceipt.objects.get(pk=receipt.pk)
-    assert result_rejudge(receipt=again) in ("kept", "superseded")
+    assert result_rejudge(receipt=again) == "superseded"
+    assert EvidenceEvent.objects.count() == events + 1
     fna_run.refresh_from_db()
     assert fna_run.evidence == level
 

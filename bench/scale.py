@@ -1,7 +1,7 @@
 """The site at two sizes: the demo data (about 80k runs) and N runs (default 1,000,000).
 
     DJANGO_SETTINGS_MODULE=kernelindex.settings .venv/bin/python bench/scale.py \
-        [--runs N] [--sizes 80k,N] [--skip-build] [--seconds S]
+        [--runs N] [--sizes 80k,N] [--skip-build | --build-only] [--seconds S]
 
 For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m, ...):
 1. Build (resumable; --skip-build only migrates what is there). The first size is the real demo
@@ -52,6 +52,7 @@ import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -59,6 +60,9 @@ CI_ROOT = REPO / "data" / "liger-ci"
 OUT = REPO / "bench" / "out"
 PG_ROOT = os.getenv("BENCH_PG_ROOT", "postgres://postgres@127.0.0.1:5432")
 REDIS_URL = os.getenv("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+# The databases' names start with this (BENCH_DB_PREFIX): two people measuring on one server
+# each build their own.
+DB_PREFIX = os.getenv("BENCH_DB_PREFIX", "ki_scale")
 DEMO = 80_000  # the first size: whatever the demo loads (80,116 runs today)
 CI_SLUG = "liger-kernel-ci"
 EXAMPLE = "8827e3bb"  # the README's example run: Llama 4 RoPE, forward, Hugging Face, H100
@@ -93,7 +97,7 @@ def size_label(n: int) -> str:
 
 
 def database_url(n: int) -> str:
-    return f"{PG_ROOT}/ki_scale_{size_label(n)}"
+    return f"{PG_ROOT}/{DB_PREFIX}_{size_label(n)}"
 
 
 # Synthetic CI feeds ----------------------------------------------------------------------
@@ -448,12 +452,106 @@ def measure_ingest(tmp: Path) -> dict:
     return result
 
 
+# Every URL pattern of the site is a page kind measured here (PAGE_KINDS: its figure's label and
+# the pattern's name) or named in NOT_MEASURED with the reason; tests/test_scale_bench.py
+# fails for a pattern in neither, so a new page cannot be added without its figure.
+PAGE_KINDS = [
+    ("run page", "runs:detail"),
+    ("run page, 3 others", "runs:detail"),
+    ("run page, random run each request", "runs:detail"),
+    ("Atom feed", "runs:feed"),
+    ("source page", "runs:source"),
+    ("ledger page", "runs:source-ledger"),
+    ("GPU page", "runs:gpu"),
+    ("benchmark page", "runs:benchmark"),
+    ("group page", "runs:group"),
+    ("browse, 2 filters", "runs:list"),
+    ("browse, 2 filters, by median", "runs:list"),
+    ("browse, no filter", "runs:list"),
+    ("browse, search", "runs:list"),
+    ("home", "runs:home"),
+    ("API list", "api:runs"),
+    ("API run detail", "api:run"),
+    ("manifest .json", "runs:manifest"),
+    ("changes page", "runs:source-changes"),
+    ("claims page", "claims:source"),
+    ("API changes", "api:changes"),
+    ("API claims", "claims:api-source"),
+    ("changes feed, source", "runs:feed-source-changes"),
+    ("changes feed, benchmark", "runs:feed-benchmark-changes"),
+    ("changes feed, cell", "runs:feed-cell-changes"),
+    ("run history", "runs:history"),
+    ("compare two runs", "runs:compare"),
+    ("citation .bib", "runs:cite"),
+    ("citation .csl.json", "runs:cite"),
+    ("run job file", "reruns:job_file"),
+    ("API root", "api:root"),
+    ("API docs", "api:docs"),
+    ("API schema", "api:schema"),
+    ("API lookup", "api:run-lookup"),
+    ("API benchmarks", "api:benchmarks"),
+    ("API benchmark", "api:benchmark"),
+    ("API groups", "api:groups"),
+    ("API group", "api:group"),
+    ("API sources", "api:sources"),
+    ("API source", "api:source"),
+    ("API environments", "api:environments"),
+    ("API environment", "api:environment"),
+]
+NOT_MEASURED = {
+    "runs:healthz": "the trivial view every figure is divided by",
+    "api:export-csv": "a whole export, seconds long at 1M: bench/export.py measures it",
+    "api:export-jsonl": "a whole export, seconds long at 1M: bench/export.py measures it",
+    "reruns:runner_archive": "the runner's wheel, built once per process from no data",
+    "reruns:request": "a form for signed-in readers (POST)",
+    "favicon.ico": "a redirect to a static file",
+    "admin/": "the admin, staff only",
+    "accounts/": "sign-up, login and account pages (allauth)",
+}
+# The community's pages: the demo data has no account and no attestation to show, so there is
+# no page of theirs to measure here.
+NOT_MEASURED.update(
+    {
+        f"attestations:{name}": "signed-in or community pages; the demo data has no account"
+        for name in (
+            "attest",
+            "report",
+            "detail",
+            "edit",
+            "withdraw",
+            "my_reports",
+            "tokens",
+            "token_revoke",
+            "profile",
+            "watching",
+            "watch_new",
+            "watch_stop",
+            "unsubscribe",
+        )
+    }  # fmt: skip
+)
+NOT_MEASURED.update(
+    {
+        f"attestations-api:{name}": "community API; the demo data has no account"
+        for name in (
+            "attestation-list",
+            "attestation-detail",
+            "attestation-withdraw",
+            "report-list",
+        )
+    }  # fmt: skip
+)
+
+
 def pick_pages() -> list[tuple[str, list[str]]]:
-    """The URLs of each page kind; the same at every size (runs of the demo data only)."""
+    """The URLs of each page kind of PAGE_KINDS, in its order; the same at every size (runs of
+    the demo data only)."""
     from runs.models import Run
 
     public = Run.objects.public()
-    example = public.select_related("group", "benchmark", "environment__gpu").get(public_id=EXAMPLE)
+    example = public.select_related("group", "benchmark", "environment__gpu", "source").get(
+        public_id=EXAMPLE
+    )
     # One more run page from each source's original data, lowest public id first.
     others = []
     for slug in ("liger-kernel-bench", "liger-kernel-ci", "kernelbench"):
@@ -465,25 +563,98 @@ def pick_pages() -> list[tuple[str, list[str]]]:
             others.append(f"/runs/{first}/")
     bench, gpu = example.benchmark.slug, example.environment.gpu.slug
     two = f"benchmark={bench}&gpu={gpu}"
-    return [
-        ("run page", [f"/runs/{EXAMPLE}/"]),
-        ("run page, 3 others", others),
-        ("run page, random run each request", [f"/runs/{pid}/" for pid in random_runs()]),
-        ("Atom feed", ["/feeds/runs.atom"]),
-        ("source page", [f"/sources/{CI_SLUG}/"]),
-        ("ledger page", [f"/sources/{CI_SLUG}/ledger/"]),
-        ("GPU page", [f"/gpus/{gpu}/"]),
-        ("benchmark page", [f"/benchmarks/{bench}/"]),
-        ("group page", [f"/groups/{example.group.key.removeprefix('sha256:')[:16]}/"]),
-        ("browse, 2 filters", [f"/runs/?{two}"]),
-        ("browse, 2 filters, by median", [f"/runs/?{two}&ordering=median"]),
-        ("browse, no filter", ["/runs/"]),
-        ("browse, search", ["/runs/?q=rope"]),
-        ("home", ["/"]),
-        ("API list", ["/api/v1/runs/"]),
-        ("API run detail", [f"/api/v1/runs/{EXAMPLE}/"]),
-        ("manifest .json", [f"/runs/{EXAMPLE}.json"]),
-    ]
+    key = example.group.key.removeprefix("sha256:")
+    # The example's group leader (or the next run, where the example leads) to compare with.
+    rival = public.filter(group=example.group).exclude(pk=example.pk).order_by("rank", "id").first()
+    run = f"/runs/{EXAMPLE}"
+    urls = {
+        "run page": [f"{run}/"],
+        "run page, 3 others": others,
+        "run page, random run each request": [f"/runs/{pid}/" for pid in random_runs()],
+        "Atom feed": ["/feeds/runs.atom"],
+        "source page": [f"/sources/{CI_SLUG}/"],
+        "ledger page": [f"/sources/{CI_SLUG}/ledger/"],
+        "GPU page": [f"/gpus/{gpu}/"],
+        "benchmark page": [f"/benchmarks/{bench}/"],
+        "group page": [f"/groups/{key[:16]}/"],
+        "browse, 2 filters": [f"/runs/?{two}"],
+        "browse, 2 filters, by median": [f"/runs/?{two}&ordering=median"],
+        "browse, no filter": ["/runs/"],
+        "browse, search": ["/runs/?q=rope"],
+        "home": ["/"],
+        "API list": ["/api/v1/runs/"],
+        "API run detail": [f"/api/v1/runs/{EXAMPLE}/"],
+        "manifest .json": [f"{run}.json"],
+        "changes page": [f"/sources/{CI_SLUG}/changes/"],
+        "claims page": [f"/sources/{CI_SLUG}/claims/"],
+        "API changes": ["/api/v1/changes/"],
+        "API claims": [f"/api/v1/sources/{CI_SLUG}/claims/"],
+        "changes feed, source": [f"/feeds/sources/{CI_SLUG}/changes.atom"],
+        "changes feed, benchmark": [f"/feeds/benchmarks/{bench}/changes.atom"],
+        "changes feed, cell": [f"/feeds/runs/{EXAMPLE}/changes.atom"],
+        "run history": [f"{run}/history/"],
+        "compare two runs": [f"{run}/compare/{rival.public_id}/"],
+        "citation .bib": [f"{run}/cite.bib"],
+        "citation .csl.json": [f"{run}/cite.csl.json"],
+        "run job file": [f"{run}/job.json"],
+        "API root": ["/api/v1/"],
+        "API docs": ["/api/v1/docs/"],
+        "API schema": ["/api/v1/schema/"],
+        "API lookup": [
+            f"/api/v1/runs/lookup/?source={example.source.slug}"
+            f"&external_id={quote(example.external_id, safe='')}"
+        ],
+        "API benchmarks": ["/api/v1/benchmarks/"],
+        "API benchmark": [f"/api/v1/benchmarks/{bench}/"],
+        "API groups": ["/api/v1/groups/"],
+        "API group": [f"/api/v1/groups/{key}/"],
+        "API sources": ["/api/v1/sources/"],
+        "API source": [f"/api/v1/sources/{CI_SLUG}/"],
+        "API environments": ["/api/v1/environments/"],
+        "API environment": [
+            f"/api/v1/environments/{example.environment.digest.removeprefix('sha256:')}/"
+        ],
+    }
+    pages = [(label, urls[label]) for label, _ in PAGE_KINDS]
+    _check_kinds(pages)
+    return pages
+
+
+def _check_kinds(pages) -> None:
+    """Each URL picked is of the pattern its kind names (a renamed route fails the bench)."""
+    from urllib.parse import urlsplit
+
+    from django.urls import resolve
+
+    named = dict(PAGE_KINDS)
+    for label, urls in pages:
+        for url in urls[:3]:
+            found = resolve(urlsplit(url).path).view_name
+            if found != named[label]:
+                raise RuntimeError(f"{label}: {url} is {found}, not {named[label]}")
+
+
+def url_patterns() -> list[str]:
+    """Every URL pattern of the site: its name (namespace:name), or for an unnamed pattern or
+    an included set without a namespace (the admin, allauth), its route."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    found = []
+
+    def walk(patterns, namespace: str, prefix: str) -> None:
+        for p in patterns:
+            route = prefix + str(p.pattern)
+            if isinstance(p, URLResolver):
+                if route in NOT_MEASURED:  # the admin, allauth: counted as one
+                    found.append(route)
+                    continue
+                inner = ":".join(x for x in (namespace, p.namespace) if x)
+                walk(p.url_patterns, inner, route)
+            elif isinstance(p, URLPattern):
+                found.append(f"{namespace}:{p.name}" if p.name and namespace else p.name or route)
+
+    walk(get_resolver().url_patterns, "", "")
+    return found
 
 
 def random_runs(n: int = RANDOM_RUNS) -> list[str]:
@@ -817,6 +988,11 @@ def one_size(args) -> None:
     cache.clear()
     with tempfile.TemporaryDirectory(prefix="ki-scale-feeds-") as tmp:
         built = {} if args.skip_build else build(args.size, Path(tmp))
+        if args.build_only:
+            with connection.cursor() as cursor:
+                cursor.execute("VACUUM ANALYZE")
+            print(f"  built: {Run.objects.public().count():,} current runs", flush=True)
+            return
         with connection.cursor() as cursor:
             # Planner statistics as after a night of autovacuum, not as right after a bulk load.
             cursor.execute("VACUUM ANALYZE")
@@ -891,6 +1067,9 @@ def main() -> None:
     parser.add_argument(
         "--skip-build", action="store_true", help="measure the databases as they are"
     )
+    parser.add_argument(
+        "--build-only", action="store_true", help="build the databases, measure nothing"
+    )
     parser.add_argument("--seconds", type=float, default=6.0, help="page time per figure")
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in a child
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -909,8 +1088,12 @@ def main() -> None:
         print(f"size {size_label(n)}: {database_url(n)}", flush=True)
         command = [sys.executable, __file__, "--size", str(n), "--out", str(out),
                    "--seconds", str(args.seconds)] + (["--skip-build"] if args.skip_build else [])  # fmt: skip
-        subprocess.run(command, check=True)
+        subprocess.run(command + (["--build-only"] if args.build_only else []), check=True)
+        if args.build_only:
+            continue
         results.append(json.loads(out.read_text()))
+    if args.build_only:
+        return
     text = report(results, args)
     (OUT / "scale-report.md").write_text(text)
     print("\n" + text)

@@ -206,6 +206,10 @@ class Publication(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["source", "slug"], name="publication_unique_slug")
         ]
+        indexes = [
+            # The source's changes page: its publications newest first.
+            models.Index(fields=["source", "sequence", "id"], name="publication_source_order"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.source.slug}/{self.slug}"

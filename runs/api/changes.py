@@ -12,7 +12,9 @@ from rest_framework import generics, serializers
 from kernelindex.origin import site_root
 from runs.api.views import StrictCursorPagination, StrictQueryMixin
 from runs.changes.models import CellChange
-from runs.models import Benchmark, Source
+from runs.changes.pages import shown
+from runs.models import Benchmark, Publication, Source
+from runs.read.freshness import DATA, kept_many
 from runs.read.page_cache import public_page
 
 
@@ -20,7 +22,7 @@ class ChangeFilter(django_filters.FilterSet):
     source = django_filters.CharFilter(method="_source", help_text="Source slug")
     benchmark = django_filters.CharFilter(method="_benchmark", help_text="Benchmark slug")
     publication = django_filters.CharFilter(
-        field_name="publication__slug", help_text="Publication slug (CI run), e.g. 7644a0f"
+        method="_publication", help_text="Publication slug (CI run), e.g. 7644a0f"
     )
     kind = django_filters.ChoiceFilter(
         choices=CellChange._meta.get_field("kind").choices,
@@ -38,6 +40,14 @@ class ChangeFilter(django_filters.FilterSet):
 
     def _source(self, queryset, name, value):
         return queryset.filter(source_id__in=Source.objects.filter(slug=value).values("id"))
+
+    def _publication(self, queryset, name, value):
+        # A slug names one publication per source: the ids first, then the index.
+        return queryset.filter(
+            publication_id__in=list(
+                Publication.objects.filter(slug=value).values_list("id", flat=True)
+            )
+        )
 
     def _benchmark(self, queryset, name, value):
         return queryset.filter(
@@ -95,4 +105,17 @@ class ChangeList(StrictQueryMixin, generics.ListAPIView):
     pagination_class = StrictCursorPagination
 
     def get_queryset(self):
-        return CellChange.objects.with_related()
+        return CellChange.objects.all()
+
+    def list(self, request, *args, **kwargs):
+        # The page's ids from the filters' indexes; each change as the list shows it reads the
+        # run data only, kept under its version, those not kept loaded in one query.
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()).values("id"))
+        rows = kept_many("api-change", [c["id"] for c in page], [DATA], self._represent)
+        # A change recomputed away between the two queries is left out.
+        return self.get_paginated_response([rows[c["id"]] for c in page if c["id"] in rows])
+
+    def _represent(self, ids: list[int]) -> dict[int, dict]:
+        changes = list(shown(CellChange.objects.filter(pk__in=ids)))
+        data = self.get_serializer(changes, many=True).data
+        return {change.pk: one for change, one in zip(changes, data, strict=True)}

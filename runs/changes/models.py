@@ -102,12 +102,25 @@ class CellChange(models.Model):
             )
         ]
         indexes = [
-            # Source changes page and API `source`: a source's changes by publication.
+            # Source changes page and API `source`: a source's changes by publication (its
+            # publications with a change, one probe each).
             models.Index(fields=["source", "publication", "kind"], name="cellchange_source_pub"),
-            # API `publication`, grouping after detection.
+            # The changes page's counts, from the index alone.
+            models.Index(
+                fields=["source", "kind", "direction", "grouped"], name="cellchange_source_kinds"
+            ),
+            # API `publication`, grouping after detection, a changes page's lists.
             models.Index(fields=["publication", "kind", "direction"], name="cellchange_pub_kind"),
-            # Benchmark page and API `benchmark`.
-            models.Index(fields=["benchmark", "kind"], name="cellchange_bench_kind"),
+            # Benchmark page and API `benchmark`; its feed, newest first.
+            models.Index(
+                fields=["benchmark", "kind", "detected_at", "id"], name="cellchange_bench_feed"
+            ),
+            # The source's feed, newest first.
+            models.Index(
+                fields=["source", "kind", "detected_at", "id"], name="cellchange_source_feed"
+            ),
+            # A cell's feed (every source).
+            models.Index(fields=["cell_key", "provider_key"], name="cellchange_cell"),
             # API `kind`, `direction` and `grouped` when no source, benchmark or publication
             # narrows them first.
             models.Index(fields=["kind", "direction"], name="cellchange_kind_dir"),

@@ -1,37 +1,56 @@
 """What the source's changes page, the benchmark page and the feeds show of the detected
 changes: per publication, ungrouped regressions first, then improvements, then each group as
 one line ("N cells of K kernels moved together"), then the outliers and pending points
-counted. A fixed number of queries per page of publications."""
+counted. A fixed number of queries per page of publications, and rows read only for what it
+lists: each list of a publication (its regressions, its improvements, each group, its pending
+points) shows at most LISTED changes and counts the rest."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    JSONField,
+    Min,
+    OuterRef,
+    Q,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Abs, RowNumber
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
 
 from runs.changes.models import CellChange, CellSeries
 from runs.models import Publication, Source
 
 PUBLICATIONS_PER_PAGE = 8
-# Cells listed inside one group's fold; the rest are counted.
-GROUP_LISTED = 50
+# Changes listed in each list of a publication; the rest are counted.
+LISTED = 50
 
 
 @dataclass
 class Group:
     kind: str
     direction: str
-    changes: list = field(default_factory=list)
+    cells: int = 0
+    kernels: int = 0
+    changes: list = field(default_factory=list)  # the LISTED largest moves
+    median_shift: float = 0.0
 
     @property
-    def kernels(self) -> int:
-        return len({c.benchmark_id for c in self.changes})
+    def more(self) -> int:
+        return self.cells - len(self.changes)
 
     @property
     def median_shift_text(self) -> str:
-        shifts = sorted(c.shift for c in self.changes)
-        return f"{shifts[len(shifts) // 2] * 100:+.0f} %"
+        return f"{self.median_shift * 100:+.0f} %"
 
 
 @dataclass
@@ -43,54 +62,167 @@ class PublicationChanges:
     groups: list[Group] = field(default_factory=list)
     outliers: int = 0
     pending: list = field(default_factory=list)
+    # How many each list has, listed or not.
+    regressions_count: int = 0
+    improvements_count: int = 0
+    pending_count: int = 0
+
+    @property
+    def regressions_more(self) -> int:
+        return self.regressions_count - len(self.regressions)
+
+    @property
+    def improvements_more(self) -> int:
+        return self.improvements_count - len(self.improvements)
+
+    @property
+    def pending_more(self) -> int:
+        return self.pending_count - len(self.pending)
+
+
+def _json_paths(model, related: dict, prefix: str = "") -> list[str]:
+    """The JSON columns of the models a select_related tree reaches."""
+    paths = []
+    for name, below in related.items():
+        target = model._meta.get_field(name).related_model
+        paths += [
+            f"{prefix}{name}__{f.name}"
+            for f in target._meta.concrete_fields
+            if isinstance(f, JSONField)
+        ]
+        paths += _json_paths(target, below, f"{prefix}{name}__")
+    return paths
+
+
+def shown(changes):
+    """The changes with what a page, the API or a feed shows of them (with_related), without
+    the runs' and documents' JSON (metrics, labels, specs): none of them shows it, and
+    decoding it cost more than the rest of a row."""
+    changes = changes.with_related()
+    return changes.defer(*_json_paths(CellChange, changes.query.select_related))
 
 
 def source_publications_with_changes(source: Source):
-    """The source's publications that have a detected change, newest first (a QuerySet to
-    page through)."""
-    ids = CellChange.objects.filter(source=source).values("publication_id")
-    return Publication.objects.filter(id__in=ids).order_by("-sequence", "-id")
+    """The source's publications that have a detected change, newest first: the source's
+    publications in order, each asked whether it has a change (an index probe), so a page
+    reads as many publications as it shows, not the source's history."""
+    changed = CellChange.objects.filter(source=source, publication=OuterRef("pk"))
+    return (
+        Publication.objects.filter(source=source)
+        .filter(Exists(changed))
+        .order_by("-sequence", "-id")
+    )
+
+
+def _listed(publication_ids) -> tuple[list, set[int], set[int]]:
+    """The changes each list of these publications shows (with what it shows of them), the
+    ids of those listed, and the ids of each group's median move. In each list (a publication's ungrouped regressions, its ungrouped improvements,
+    its pending points, each of its groups) the LISTED largest moves. Outliers are only
+    counted. The lists are cut from the changes' own rows (one window query, no join), then
+    only the rows kept are read with what they show."""
+    one_list = [
+        "publication_id",
+        "grouped",
+        "kind",
+        # Pending points are one list whatever their direction, unless grouped.
+        Case(When(grouped=False, kind=CellChange.PENDING, then=Value("")), default="direction"),
+    ]
+    shift = (F("after") - F("before")) / F("before")
+    cut = (
+        CellChange.objects.filter(publication_id__in=publication_ids)
+        .exclude(kind=CellChange.OUTLIER)
+        .annotate(
+            by_size=Window(RowNumber(), partition_by=one_list, order_by=[Abs(shift).desc(), "id"]),
+            by_shift=Window(RowNumber(), partition_by=one_list, order_by=[shift.asc(), "id"]),
+            cells=Window(Count("id"), partition_by=one_list),
+        )
+        .filter(Q(by_size__lte=LISTED) | Q(by_shift=F("cells") / Value(2) + Value(1)))
+        .values_list("id", "grouped", "by_size", "by_shift", "cells")
+    )
+    listed, medians = set(), set()
+    for pk, grouped, by_size, by_shift, cells in cut:
+        if by_size <= LISTED:
+            listed.add(pk)
+        if grouped and by_shift == cells // 2 + 1:
+            medians.add(pk)
+    rows = shown(CellChange.objects.filter(pk__in=listed | medians)).regressions_first()
+    return list(rows), listed, medians
+
+
+def _sizes(publication_ids) -> list[tuple]:
+    """(publication, kind, direction, grouped, cells, kernels, previous slug) for every list
+    of these publications, outliers too: counted from the index, no row read per change."""
+    return list(
+        CellChange.objects.filter(publication_id__in=publication_ids)
+        .values_list("publication_id", "kind", "direction", "grouped")
+        .annotate(
+            cells=Count("id"),
+            kernels=Count("benchmark_id", distinct=True),
+            previous=Min("previous__slug"),
+        )
+        .order_by()
+    )
 
 
 def publications_changes(publications: list[Publication]) -> list[PublicationChanges]:
-    """Each publication's changes, laid out as the page lists them."""
+    """Each publication's changes, laid out as the page lists them: two queries for any
+    number of publications and changes."""
     by_pub = {p.pk: PublicationChanges(p) for p in publications}
-    rows = (
-        CellChange.objects.filter(publication_id__in=by_pub)
-        .exclude(kind=CellChange.OUTLIER)
-        .with_related()
-        .regressions_first()
-    )
+    sizes: dict[tuple, tuple[int, int]] = {}
+    for pub, kind, direction, grouped, cells, kernels, previous in _sizes(list(by_pub)):
+        entry = by_pub[pub]
+        entry.previous_slug = entry.previous_slug or previous
+        sizes[(pub, kind, direction, grouped)] = (cells, kernels)
+        if kind == CellChange.OUTLIER:
+            entry.outliers += cells
+        elif kind == CellChange.PENDING and not grouped:
+            entry.pending_count += cells
+        elif grouped:
+            pass  # counted with its group, below
+        elif direction == CellChange.REGRESSION:
+            entry.regressions_count += cells
+        else:
+            entry.improvements_count += cells
     groups: dict[tuple, Group] = {}
+    seen: set[int] = set()
+    rows, listed, medians = _listed(list(by_pub))
     for c in rows:
         entry = by_pub[c.publication_id]
-        entry.previous_slug = entry.previous_slug or c.previous.slug
-        if c.kind == CellChange.PENDING and not c.grouped:
-            entry.pending.append(c)
-        elif c.grouped:
+        if c.publication_id not in seen:  # the first listed change names the one before
+            seen.add(c.publication_id)
+            entry.previous_slug = c.previous.slug
+        if c.grouped:
             key = (c.publication_id, c.kind, c.direction)
             if key not in groups:
-                groups[key] = Group(c.kind, c.direction)
+                cells, kernels = sizes.get((*key, True), (0, 0))
+                groups[key] = Group(c.kind, c.direction, cells, kernels)
                 entry.groups.append(groups[key])
-            groups[key].changes.append(c)
+            if c.pk in medians:
+                groups[key].median_shift = c.shift
+            listing = groups[key].changes
+        elif c.kind == CellChange.PENDING:
+            listing = entry.pending
         elif c.direction == CellChange.REGRESSION:
-            entry.regressions.append(c)
+            listing = entry.regressions
         else:
-            entry.improvements.append(c)
-    outliers = (
-        CellChange.objects.filter(publication_id__in=by_pub, kind=CellChange.OUTLIER)
-        .values_list("publication_id", "previous__slug")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for pub, previous, n in outliers:
-        by_pub[pub].outliers += n
-        by_pub[pub].previous_slug = by_pub[pub].previous_slug or previous
+            listing = entry.improvements
+        if c.pk in listed:
+            listing.append(c)
     return [by_pub[p.pk] for p in publications]
 
 
+def rendered_sections(publications: list[Publication]) -> list[SafeString]:
+    """Each publication's section of the changes page, rendered."""
+    return [
+        mark_safe(render_to_string("runs/_changes_section.html", {"s": s}))
+        for s in publications_changes(publications)
+    ]
+
+
 def source_summary(source: Source) -> dict:
-    """Counts for the head of the page: cells by status, changes by kind and direction."""
+    """Counts for the head of the page: cells by status, changes by kind and direction, and
+    the publications with a change (for the pager). Counted on the indexes of CellSeries and
+    CellChange (source first), no row read."""
     status = dict(
         CellSeries.objects.filter(source=source)
         .values_list("status")
@@ -109,4 +241,7 @@ def source_summary(source: Source) -> dict:
         kinds[kind] += n
         if grouped and kind == CellChange.STEP:
             kinds["step_grouped"] += n
-    return {"status": status, "kinds": dict(kinds)}
+    publications = (
+        CellChange.objects.filter(source=source).values("publication_id").distinct().count()
+    )
+    return {"status": status, "kinds": dict(kinds), "publications": publications}

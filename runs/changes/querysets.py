@@ -68,6 +68,11 @@ class CellChangeQuerySet(models.QuerySet):
         """Steps only: what pages list as regressions and improvements and notices send."""
         return self.filter(kind="step")
 
+    def newest_first(self) -> CellChangeQuerySet:
+        """Newest detection first, as the feeds list them (each feed's filter has an index
+        ending in detected_at and id, so its newest entries are read first and alone)."""
+        return self.order_by("-detected_at", "-id")
+
     def regressions_first(self) -> CellChangeQuerySet:
         """Ungrouped regressions, then ungrouped improvements, then the grouped, each by the
         size of the move."""

@@ -86,6 +86,8 @@ class JudgedClaim(models.Model):
         indexes = [
             # The source's page: reversed and overstated first.
             models.Index(fields=["source", "severity", "id"], name="claim_source_severity"),
+            # Its counts per verdict, from the index alone.
+            models.Index(fields=["source", "verdict"], name="claim_source_verdict"),
             models.Index(fields=["group"], name="claim_group"),
         ]
 

@@ -11,6 +11,7 @@ from django.utils.feedgenerator import Atom1Feed
 
 from kernelindex.origin import site_root
 from runs.changes.models import CellChange
+from runs.changes.pages import shown
 from runs.models import Benchmark, Run, Source
 
 ENTRIES = 50
@@ -23,7 +24,7 @@ class _ChangesFeed(Feed):
         raise NotImplementedError
 
     def items(self, obj):
-        return self.changes(obj).reported().with_related().order_by("-detected_at", "-id")[:ENTRIES]
+        return shown(self.changes(obj).reported().newest_first())[:ENTRIES]
 
     def item_link(self, item: CellChange) -> str:
         return f"{site_root()}{item.run.get_absolute_url()}#history"

@@ -11,11 +11,12 @@ from kernelindex.origin import site_root
 from runs.changes import detect
 from runs.changes.pages import (
     PUBLICATIONS_PER_PAGE,
-    publications_changes,
+    rendered_sections,
     source_publications_with_changes,
     source_summary,
 )
 from runs.models import Source
+from runs.read.freshness import DATA, kept
 from runs.read.page_cache import public_page
 
 
@@ -23,16 +24,28 @@ from runs.read.page_cache import public_page
 @public_page
 def source_changes(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
-    paginator = Paginator(source_publications_with_changes(source), PUBLICATIONS_PER_PAGE)
+    # The counts and each page's sections read the run data only: counted and rendered once
+    # per data change. The pager counts a range, so it asks nothing; get_page keeps the number
+    # within the pages there are, so a client cannot add keys at will.
+    summary = kept(f"changes-summary:{source.pk}", [DATA], lambda: source_summary(source))
+    paginator = Paginator(range(summary["publications"]), PUBLICATIONS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page"))
+    start = (page.number - 1) * PUBLICATIONS_PER_PAGE
+    sections = kept(
+        f"changes-sections:{source.pk}:{page.number}",
+        [DATA],
+        lambda: rendered_sections(
+            list(source_publications_with_changes(source)[start : start + PUBLICATIONS_PER_PAGE])
+        ),
+    )
     return render(
         request,
         "runs/source_changes.html",
         {
             "source": source,
             "page": page,
-            "sections": publications_changes(list(page.object_list)),
-            "summary": source_summary(source),
+            "sections": sections,
+            "summary": summary,
             "rule": detect,
             "canonical": site_root() + request.path,
         },

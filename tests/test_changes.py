@@ -171,3 +171,35 @@ def test_a_new_publication_settles_a_pending_point(tmp_path):
     write_history(tmp_path, {("late_kernel", "liger"): BASE + [2.0, 2.0]}, first=9)
     ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
     assert [c[2:5] for c in _changes()] == [(commit(8), "step", "regression")]
+
+
+@pytest.mark.django_db
+def test_an_excursion_of_the_host_is_stored_once_per_cell_with_its_span(tmp_path):
+    """Twelve cells of four kernels 40 % slower for three CI runs, then back: one grouped
+    transient per cell at the first of them, until the third; no steps."""
+    cells = {
+        (f"suite_{k}", p): BASE + UP + [1.0, 1.01, 0.99]
+        for k in range(4)
+        for p in ("liger", "torch", "huggingface")
+    }
+    write_history(tmp_path, cells)
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    rows = CellChange.objects.values_list("kind", "publication__slug", "until__slug", "grouped")
+    assert sorted(rows) == [("transient", commit(8), commit(10), True)] * 12
+    # Detection once more gives the same rows.
+    changes_detect(source=Source.objects.get(slug="liger-kernel-ci"))
+    assert sorted(rows.all()) == [("transient", commit(8), commit(10), True)] * 12
+
+
+@pytest.mark.django_db
+def test_a_step_is_lasting_only_while_it_holds(tmp_path):
+    """Off for three runs and still off: a step. Two more runs back at the old level turn it
+    into a transient, and nothing new is announced."""
+    write_history(tmp_path, {("late_kernel", "liger"): BASE + UP})
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    assert [c[2:5] for c in _changes()] == [(commit(8), "step", "regression")]
+    write_history(tmp_path, {("late_kernel", "liger"): BASE + UP + [1.0, 1.0]}, first=11)
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    assert [c[2:5] for c in _changes()] == [(commit(8), "transient", "regression")]
+    report = changes_detect(source=Source.objects.get(slug="liger-kernel-ci"))
+    assert report.new_steps == []

@@ -21,9 +21,13 @@ pipeline, bench/changes.py and the tests apply exactly one rule. docs/changes.md
      down; both metrics are better lower). A step is lasting only while it holds: when a
      later publication brings the level back within TRANSIENT_MAX points, recomputing calls
      it a transient instead.
-4. **Single points inside a level.** A point beyond t of the up to WINDOW points before it
-   on its level (at least SPREAD_POINTS of them) that the significance test did not split
-   off is an outlier when the next point is back inside, pending when it is the newest.
+4. **Points off inside a level.** A point beyond t of the up to WINDOW points before it on
+   its level (at least SPREAD_POINTS of them) that the significance test did not split off
+   starts a run of points beyond t on that side: one point back at the next is an outlier,
+   2 to TRANSIENT_MAX then back a transient, the newest point alone pending, a longer run (or
+   one still off at the newest point) a step. A run of two or more counts only when otava's
+   t-test of it against those baseline points gives p <= 0.001; otherwise the points are the
+   level's own spread.
 A cell whose point-to-point noise times Z exceeds CEILING is **noisy**: no step could be told
 from noise, and it is marked so instead of alarming. The noise is read from successive
 differences (1.4826 * median |x_i - x_i-1| / sqrt 2, relative to the median), which a real

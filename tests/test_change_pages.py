@@ -13,7 +13,7 @@ from runs.pages import history_chart
 from runs.services import ingest
 from tests.factories import RunFactory
 from tests.pages import queries, text_of
-from tests.synthetic_ci import commit, suite_cells, write_history
+from tests.synthetic_ci import BASE, commit, suite_cells, write_history
 
 pytestmark = pytest.mark.django_db
 
@@ -211,3 +211,96 @@ def test_the_changes_at_points_come_with_the_cells_status_even_when_there_are_no
     assert CellChange.objects.at_points(**key, publication_ids=before) == ([], "judged")
     other = {**key, "cell_key": "sha256:" + "0" * 64}
     assert CellChange.objects.at_points(**other, publication_ids=before) == ([], None)
+
+
+def test_a_changes_page_reads_the_listed_rows_only_and_counts_the_rest(
+    client, tmp_path, settings, monkeypatch
+):
+    """Each list of a publication shows its LISTED largest moves and counts the others; a
+    group's size, kernels and median move are of the whole group, though only the listed rows
+    are read as changes."""
+    from runs.changes import pages
+
+    settings.PAGE_CACHE_SECONDS = 0
+    moves = [1.5 + 0.1 * i for i in range(12)]  # twelve cells, each its own move
+    cells = {
+        (f"suite_{i // 3}", ("liger", "torch", "huggingface")[i % 3]): BASE + [m] * 4
+        for i, m in enumerate(moves)
+    }
+    write_history(tmp_path, cells)
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    group = CellChange.objects.filter(grouped=True, kind="step")
+    assert group.count() == 12
+    monkeypatch.setattr(pages, "LISTED", 5)
+    read = []
+    original = pages.shown
+
+    def counting(changes):
+        rows = original(changes)
+        read.append(rows)
+        return rows
+
+    monkeypatch.setattr(pages, "shown", counting)
+    text = text_of(client.get("/sources/liger-kernel-ci/changes/"))
+    assert "12 cells of 4 kernels moved together" in text
+    assert "And 7 more cells." in text
+    shifts = sorted(c.shift for c in group)
+    assert f"median move {shifts[6] * 100:+.0f} %" in text
+    (rows,) = read
+    listed = sorted((c.shift for c in rows), reverse=True)
+    # The five largest moves, and the median's row: six rows for twelve changes.
+    assert listed[:5] == sorted(shifts, reverse=True)[:5] and len(listed) == 6
+
+
+def test_the_changes_page_kept_asks_two_queries_and_cold_a_fixed_number(
+    client, history, django_assert_max_num_queries
+):
+    """Kept (every reader after the first since a data change): the versions and the source.
+    Cold: the same count with more publications, changes and cells (above), bounded here."""
+    url = "/sources/liger-kernel-ci/changes/"
+    assert queries(client, url) <= 10
+    with django_assert_max_num_queries(2):
+        assert client.get(url).status_code == 200
+
+
+def test_the_changes_api_kept_asks_one_query_for_its_page(
+    client, history, django_assert_max_num_queries
+):
+    url = "/api/v1/changes/?source=liger-kernel-ci"
+    cold = queries(client, url)
+    assert cold <= 6
+    with django_assert_max_num_queries(cold - 1):  # the rows are kept: one query fewer
+        body = client.get(url).json()
+    assert body["results"] and all(r["source"] == "liger-kernel-ci" for r in body["results"])
+
+
+def test_the_change_feeds_list_steps_newest_first_in_a_fixed_number_of_queries(client, history):
+    run = _run("own_kernel", "liger", 9)
+    urls = [
+        "/feeds/sources/liger-kernel-ci/changes.atom",
+        "/feeds/benchmarks/suite_0/changes.atom",
+        f"/feeds/runs/{run.public_id}/changes.atom",
+    ]
+    counts = [queries(client, url) for url in urls]
+    assert max(counts) <= 4
+    feed = client.get(urls[2]).content.decode()
+    assert feed.count("<entry>") == 1 and "Regression +100 %" in feed
+
+
+def test_each_feed_and_page_order_has_an_index():
+    """The feeds' filters followed by (detected_at, id), a cell's feed, the changes page's
+    counts and its publications' order: each an index of its own table."""
+    from django.db import connection
+
+    def indexes(table):
+        with connection.cursor() as cursor:
+            found = connection.introspection.get_constraints(cursor, table)
+        return [c["columns"] for c in found.values() if c["index"] or c["unique"]]
+
+    changes = indexes("runs_cellchange")
+    assert ["source_id", "kind", "detected_at", "id"] in changes
+    assert ["benchmark_id", "kind", "detected_at", "id"] in changes
+    assert ["cell_key", "provider_key"] in changes
+    assert ["source_id", "kind", "direction", "grouped"] in changes
+    assert ["source_id", "sequence", "id"] in indexes("runs_publication")
+    assert ["source_id", "verdict"] in indexes("runs_judgedclaim")

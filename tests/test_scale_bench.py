@@ -87,3 +87,35 @@ def test_sizes_read_as_written():
         1_000_000,
     ]
     assert [scale.size_label(n) for n in (80_000, 1_000_000, 300_000)] == ["80k", "1m", "300k"]
+
+
+def test_every_url_pattern_has_a_figure_or_a_reason():
+    """A page kind added to the site without a figure in bench/scale.py fails here."""
+    patterns = scale.url_patterns()
+    measured = {name for _, name in scale.PAGE_KINDS}
+    assert [p for p in patterns if p not in measured and p not in scale.NOT_MEASURED] == []
+    # And nothing is measured or excused that the site does not have.
+    assert measured | set(scale.NOT_MEASURED) <= set(patterns)
+
+
+def test_the_scan_finds_a_page_without_a_figure(settings):
+    import types
+
+    from django.urls import clear_url_caches, include, path
+
+    from runs.pages import views
+
+    urls = types.ModuleType("scale_test_urls")
+    urls.urlpatterns = [
+        path("", include("kernelindex.urls")),
+        path("new/", views.healthz, name="new-page"),
+    ]
+    sys.modules[urls.__name__] = urls
+    settings.ROOT_URLCONF = urls.__name__
+    clear_url_caches()
+    try:
+        assert "new-page" in scale.url_patterns()
+        assert "new-page" not in {name for _, name in scale.PAGE_KINDS} | set(scale.NOT_MEASURED)
+    finally:
+        del sys.modules[urls.__name__]
+        clear_url_caches()

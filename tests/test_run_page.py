@@ -286,10 +286,10 @@ def test_a_run_page_read_first_asks_for_its_own_rows_only(client, settings):
     with CaptureQueriesContext(connection) as ctx:
         assert client.get(f"/runs/{run.public_id}/").status_code == 200
     tables = [re.findall(r'FROM "(\w+)"', q["sql"])[-1] for q in ctx.captured_queries]
-    # The versions, the run with its leader (and whether the group has claims: none), and its
-    # cell's two points with their count per source: two points of one source are too few for
-    # the change rule, so no change queries.
-    assert tables == ["runs_version", "runs_run", "runs_run"]
+    # The versions, the run with its leader (and whether the group has claims: none), its
+    # cell's two points with their count per source, and, since the change rule judges from
+    # the second publication, the cell's changes and status in one query.
+    assert tables == ["runs_version", "runs_run", "runs_run", "runs_cellseries"]
 
 
 @pytest.mark.django_db

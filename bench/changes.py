@@ -1,7 +1,8 @@
 """The change rule (runs/changes/detect.py) on the real Liger CI history, without a database:
-how many changes it reports, per source and per kernel, how many candidates revert at the next
-publication, how many steps later come back, and the largest group of cells that moved together.
-docs/changes.md quotes its output.
+how many changes of each kind it reports, per kernel, how many steps later come back, the
+groups of cells that moved together, and its agreement with Apache Otava itself (apache-otava,
+the `test` extra) run with its command-line defaults on every cell: the change points both
+find, each alone and why. docs/changes.md quotes its output.
 
 Cells are the ones the site follows (runs.querysets.RunQuerySet.history_of): kernel, timed pass,
 metric, provider, workload, GPU and the sweep the row belongs to; its points in the order the

@@ -98,7 +98,7 @@ TIES = [
 def test_a_published_tie_is_confirmed_or_broken(name, better, other, verdict):
     out = judge(better, other, metric="latency", ceiling=0.5, names=("A", "B"))
     assert isinstance(out, Judged) and out.verdict == verdict
-    assert out.why.startswith("published: a tie (1.04x, within the tolerance of 1)")
+    assert out.why.startswith("published: a tie of A and B (1.04x, within the tolerance of 1)")
 
 
 def test_a_broken_tie_says_who_is_ahead_now():
@@ -126,7 +126,7 @@ def test_the_why_shows_a_near_tie_with_a_third_decimal():
     out = judge(side(500, 530, tol=0.01), side(501, 500, tol=0.01), metric="memory", ceiling=0.5,
                 names=("A", "B"))  # fmt: skip
     assert isinstance(out, Judged) and out.verdict == "tie-broken"
-    assert out.why.startswith("published: a tie (1.002x, within the tolerance of 1)")
+    assert out.why.startswith("published: a tie of A and B (1.002x, within the tolerance of 1)")
     assert "by peak memory: B 1.06x less memory" in out.why
     wide = judge(side(394, 389), side(687, 211), metric="latency", ceiling=0.5,
                  names=("Liger", "Transformers"))  # fmt: skip

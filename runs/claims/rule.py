@@ -152,7 +152,9 @@ def judge(
     word = "less memory" if metric == "memory" else "faster"
     claimed = _standing(published, word, *names)
     if verdict in (TIE_CONFIRMED, TIE_BROKEN):
-        claimed = f"a tie ({_times(published)}, within the tolerance of 1)"
+        claimed = (
+            f"a tie of {names[0]} and {names[1]} ({_times(published)}, within the tolerance of 1)"
+        )
     now = _standing(controlled, word, *names)
     if 1 / (1 + t) <= controlled <= 1 + t:
         now = f"a tie ({_times(controlled)})"

@@ -197,6 +197,9 @@ class Publication(models.Model):
     upstream_commit = models.CharField(max_length=40, blank=True)
     release = models.CharField(max_length=32, blank=True)
     sequence = models.PositiveIntegerField(default=0, help_text="Upstream order, e.g. CI run order")
+    # Upstream's time: the newest observed time of its rows (a CI run's CSV stamps each row),
+    # set by the ingest. Changes are dated and ordered by it, never by when they were detected.
+    published_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = PublicationQuerySet.as_manager()
@@ -207,8 +210,10 @@ class Publication(models.Model):
             models.UniqueConstraint(fields=["source", "slug"], name="publication_unique_slug")
         ]
         indexes = [
-            # The source's changes page: its publications newest first.
-            models.Index(fields=["source", "sequence", "id"], name="publication_source_order"),
+            # The source's changes page: its publications newest first by upstream's time.
+            models.Index(
+                fields=["source", "published_at", "sequence", "id"], name="publication_source_time"
+            ),
         ]
 
     def __str__(self) -> str:

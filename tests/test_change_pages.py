@@ -288,8 +288,8 @@ def test_the_change_feeds_list_steps_newest_first_in_a_fixed_number_of_queries(c
 
 
 def test_each_feed_and_page_order_has_an_index():
-    """The feeds' filters followed by (detected_at, id), a cell's feed, the changes page's
-    counts and its publications' order: each an index of its own table."""
+    """The feeds' filters followed by (published_at, id), the API's order, a cell's feed, the
+    changes page's counts and its publications' order: each an index of its own table."""
     from django.db import connection
 
     def indexes(table):
@@ -298,9 +298,10 @@ def test_each_feed_and_page_order_has_an_index():
         return [c["columns"] for c in found.values() if c["index"] or c["unique"]]
 
     changes = indexes("runs_cellchange")
-    assert ["source_id", "kind", "detected_at", "id"] in changes
-    assert ["benchmark_id", "kind", "detected_at", "id"] in changes
+    assert ["source_id", "kind", "published_at", "id"] in changes
+    assert ["benchmark_id", "kind", "published_at", "id"] in changes
+    assert ["published_at", "id"] in changes
     assert ["cell_key", "provider_key"] in changes
     assert ["source_id", "kind", "direction", "grouped"] in changes
-    assert ["source_id", "sequence", "id"] in indexes("runs_publication")
+    assert ["source_id", "published_at", "sequence", "id"] in indexes("runs_publication")
     assert ["source_id", "verdict"] in indexes("runs_judgedclaim")

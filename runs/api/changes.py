@@ -78,15 +78,22 @@ class ChangeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CellChange
+        extra_kwargs = {"published_at": {"help_text": "The publication's time, upstream's"}}
         fields = [
             "run", "url", "source", "benchmark", "implementation", "timed_pass", "metric",
-            "workload", "gpu", "publication", "upstream_commit", "previous", "kind",
+            "workload", "gpu", "publication", "published_at", "upstream_commit", "previous", "kind",
             "until", "direction", "before", "after", "unit", "shift", "threshold", "grouped",
         ]  # fmt: skip
 
     @extend_schema_field(serializers.URLField())
     def get_url(self, change: CellChange) -> str:
         return f"{site_root()}{change.run.get_absolute_url()}#history"
+
+
+class ChangeCursorPagination(StrictCursorPagination):
+    # Newest publication first by upstream's time (the index cellchange_time and each
+    # filter's), never by detection: a re-detection replaces the rows.
+    ordering = ("-published_at", "-id")
 
 
 @method_decorator(public_page, name="dispatch")
@@ -96,13 +103,13 @@ class ChangeSerializer(serializers.ModelSerializer):
         "Where a cell's median moved between consecutive publications of a source beyond its "
         "own history's spread (docs/changes.md): steps (regressions, improvements), transients "
         "(excursions that came back, with `until`), outliers that reverted at the next "
-        "publication, and pending points. Newest first."
+        "publication, and pending points. Newest publication first, by upstream's time."
     ),
 )
 class ChangeList(StrictQueryMixin, generics.ListAPIView):
     serializer_class = ChangeSerializer
     filterset_class = ChangeFilter
-    pagination_class = StrictCursorPagination
+    pagination_class = ChangeCursorPagination
 
     def get_queryset(self):
         return CellChange.objects.all()
@@ -110,7 +117,9 @@ class ChangeList(StrictQueryMixin, generics.ListAPIView):
     def list(self, request, *args, **kwargs):
         # The page's ids from the filters' indexes; each change as the list shows it reads the
         # run data only, kept under its version, those not kept loaded in one query.
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()).values("id"))
+        page = self.paginate_queryset(
+            self.filter_queryset(self.get_queryset()).values("id", "published_at")
+        )
         rows = kept_many("api-change", [c["id"] for c in page], [DATA], self._represent)
         # A change recomputed away between the two queries is left out.
         return self.get_paginated_response([rows[c["id"]] for c in page if c["id"] in rows])

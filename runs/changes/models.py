@@ -89,6 +89,10 @@ class CellChange(models.Model):
     threshold = models.FloatField(help_text="Relative threshold the move exceeded")
     # Moved the same way at the same publication as many cells of several kernels.
     grouped = models.BooleanField(default=False)
+    # The publication's upstream time (Publication.published_at), copied so each feed's
+    # filter and its order are one index: entries are dated by upstream, and a re-detection,
+    # which replaces the rows, dates and orders them as before.
+    published_at = models.DateTimeField(null=True, blank=True)
     detected_at = models.DateTimeField(auto_now=True)
 
     objects = CellChangeQuerySet.as_manager()
@@ -111,14 +115,16 @@ class CellChange(models.Model):
             ),
             # API `publication`, grouping after detection, a changes page's lists.
             models.Index(fields=["publication", "kind", "direction"], name="cellchange_pub_kind"),
-            # Benchmark page and API `benchmark`; its feed, newest first.
+            # Benchmark page and API `benchmark`; its feed, newest publication first.
             models.Index(
-                fields=["benchmark", "kind", "detected_at", "id"], name="cellchange_bench_feed"
+                fields=["benchmark", "kind", "published_at", "id"], name="cellchange_bench_time"
             ),
-            # The source's feed, newest first.
+            # The source's feed, newest publication first.
             models.Index(
-                fields=["source", "kind", "detected_at", "id"], name="cellchange_source_feed"
+                fields=["source", "kind", "published_at", "id"], name="cellchange_source_time"
             ),
+            # The API unfiltered, newest publication first.
+            models.Index(fields=["published_at", "id"], name="cellchange_time"),
             # A cell's feed (every source).
             models.Index(fields=["cell_key", "provider_key"], name="cellchange_cell"),
             # API `kind`, `direction` and `grouped` when no source, benchmark or publication

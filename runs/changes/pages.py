@@ -123,14 +123,15 @@ def shown(changes):
 
 
 def source_publications_with_changes(source: Source):
-    """The source's publications that have a detected change, newest first: the source's
-    publications in order, each asked whether it has a change (an index probe), so a page
-    reads as many publications as it shows, not the source's history."""
+    """The source's publications that have a detected change, newest first by upstream's
+    time (then upstream's order): the source's publications in order, each asked whether it
+    has a change (an index probe), so a page reads as many publications as it shows, not the
+    source's history."""
     changed = CellChange.objects.filter(source=source, publication=OuterRef("pk"))
     return (
         Publication.objects.filter(source=source)
         .filter(Exists(changed))
-        .order_by("-sequence", "-id")
+        .order_by("-published_at", "-sequence", "-id")
     )
 
 

@@ -69,9 +69,10 @@ class CellChangeQuerySet(models.QuerySet):
         return self.filter(kind="step")
 
     def newest_first(self) -> CellChangeQuerySet:
-        """Newest detection first, as the feeds list them (each feed's filter has an index
-        ending in detected_at and id, so its newest entries are read first and alone)."""
-        return self.order_by("-detected_at", "-id")
+        """Newest publication first by upstream's time, as the feeds and the API list them
+        (each feed's filter has an index ending in published_at and id, so its newest entries
+        are read first and alone). Never by detection: a re-detection replaces the rows."""
+        return self.order_by("-published_at", "-id")
 
     def regressions_first(self) -> CellChangeQuerySet:
         """Ungrouped regressions, then ungrouped improvements, then the grouped, each by the

@@ -34,7 +34,7 @@ NO_HISTORY = {"kernelindex"}
 _FIELDS = (
     "id", "group__cell_key", "implementation__provider_key", "publication_id", "observed_at",
     "publication__sequence", "median", "benchmark_id", "benchmark__slug", "timed_pass",
-    "metric", "workload__slug", "environment__gpu__upstream_name",
+    "metric", "workload__slug", "environment__gpu__upstream_name", "publication__published_at",
 )  # fmt: skip
 
 
@@ -153,6 +153,7 @@ def _judge(source: Source, cell_key: str, provider: str, points: list[tuple]):
             before=c.before,
             after=c.after,
             threshold=c.threshold,
+            published_at=ordered[c.index][0][13],
         )  # fmt: skip
         for c in verdict.changes
     ]

@@ -13,6 +13,7 @@ from kernelindex.origin import site_root
 from runs.changes.models import CellChange
 from runs.changes.pages import shown
 from runs.models import Benchmark, Run, Source
+from runs.pages.units import scale
 
 ENTRIES = 50
 
@@ -38,6 +39,7 @@ class _ChangesFeed(Feed):
         )
 
     def item_description(self, item: CellChange) -> str:
+        unit = item.run.unit
         host = (
             " It moved together with many cells of several kernels at that publication: "
             "likely the benchmark host, not the kernel."
@@ -45,8 +47,8 @@ class _ChangesFeed(Feed):
             else ""
         )
         return (
-            f"{item.run.workload.label}: the median went from {item.before:.6g} to "
-            f"{item.after:.6g} {item.run.unit} between {item.previous.slug} and "
+            f"{item.run.workload.label}: the median went from {scale(item.before, unit)} to "
+            f"{scale(item.after, unit)} between {item.previous.slug} and "
             f"{item.publication.slug}, beyond the threshold of {item.threshold_text}, and "
             f"stayed there at the next publication.{host}"
         )
@@ -60,11 +62,13 @@ class _ChangesFeed(Feed):
 
     item_guid_is_permalink = False
 
+    # Dated by the publication (upstream's time), never by the detection: a re-detection
+    # replaces the rows and must not re-date or reorder the entries.
     def item_pubdate(self, item: CellChange):
-        return item.detected_at
+        return item.published_at
 
     def item_updateddate(self, item: CellChange):
-        return item.detected_at
+        return item.published_at
 
     def item_author_name(self, item: CellChange) -> str:
         return item.source.name

@@ -416,7 +416,17 @@ def records_write(
         Run.objects.bulk_create((Run(**v) for _, v in values), batch_size=1000)
     for pk in sorted({publication.pk, *changes.reranked}):
         rank_publication(Publication(pk=pk))
+    _date_publication(publication, records)
     return report
+
+
+def _date_publication(publication: Publication, records: list[Record]) -> None:
+    """The publication's upstream time: the newest observed time of its rows, so far (a
+    publication read from several files keeps the newest)."""
+    newest = max(r.observed_at for r in records)
+    if publication.published_at is None or newest > publication.published_at:
+        Publication.objects.filter(pk=publication.pk).update(published_at=newest)
+        publication.published_at = newest
 
 
 @dataclass

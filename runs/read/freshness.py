@@ -32,7 +32,9 @@ Who keeps a page, and for how long it can be older than the data:
   a page (kept() below: a run page's rendered sections and panels, the home page's rendered
   totals...) are keyed by the versions they read, in the shared cache and in each process's
   copy of it (store.py): an entry is never served once one of those versions has moved. Old
-  entries are never read again and age out.
+  entries are never read again and age out. Every key also names the origin the absolute
+  links are built from (kernelindex/origin.py): under DEBUG without SITE_ROOT it is the
+  address each request came to, and one host's links must never reach another.
 - signed-in readers are never served a stored page; their ETag is the content's own.
 - browsers and proxies get `Cache-Control: no-cache` with an ETag made of the same versions:
   they may keep a copy but ask before each use, and the answer is a 304 when nothing the page

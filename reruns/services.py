@@ -35,13 +35,7 @@ from reruns.models import (
     ResultReceipt,
 )
 from reruns.result_schema import result_problem
-from runs.evidence import (
-    NoVerdict,
-    evidence_apply,
-    evidence_withdraw,
-    outcome_decide,
-    resting_event,
-)
+from runs.evidence import NoVerdict, evidence_apply, evidence_withdraw, outcome_decide
 from runs.models import Evidence, Run
 from runs.reference import catalogue, plausibility
 from runs.sources.base import IngestError
@@ -613,55 +607,75 @@ def _check_worst(payload: dict) -> float | None:
     return float(max(failed))
 
 
-def result_rejudge(*, receipt: ResultReceipt) -> str:
-    """Re-decide a recorded result whose verdict was `incorrect`, by the evidence rule as it
-    stands now, from the figures the signed payload recorded (a rule change, such as judging
-    a failed check by upstream's own test tolerance, reaches results recorded before it only
-    this way: never by an edit of the level). Returns what happened:
-
-    - "confirmed": the rule still says `incorrect`; applied as a new event all the same, so
-      the level rests on the rule's reason (which tensor missed which tolerance, and where
-      that tolerance comes from);
-    - "moved": another outcome, applied with evidence_apply as a new event (cause
-      "rejudge:<job>"), the controlled run the result became unchanged;
-    - "withdrawn": the result can carry no verdict now (NoVerdict); the run goes back to the
-      level before that verdict, with an event that says why;
-    - "superseded": the level does not rest on this result's event (a later result set it);
-      nothing is done. Re-judge the newest results first: after a withdrawal the level rests
-      on the event before it, which is then re-judged in its turn.
-    """
-    event = receipt.evidence_event
-    if event is None or event.outcome != Evidence.INCORRECT:
-        return "superseded"
-    job = RerunJob.objects.select_related(
-        "run__implementation", "run__environment__gpu", "run__publication", "run__benchmark"
-    ).get(pk=receipt.job_id)
-    run = job.run
-    resting = resting_event(run)
-    if resting is None or resting.pk != event.pk:
-        return "superseded"
-    payload = receipt.payload
-    gpu_spec = catalogue.GPUS.get((payload.get("environment") or {}).get("gpuName"))
-    if payload.get("device") != "cuda":
-        gpu_spec = None
-    passed = (payload.get("correctness") or {}).get("passed")
-    cause = f"rejudge:{job.uuid}"
-    try:
-        outcome = _outcome(job, payload, bool(passed), gpu_spec)
-    except NoVerdict as exc:
-        evidence_withdraw(
-            run=run, event=event, why=f"re-judged: no verdict: {exc}", cause=cause,
-            cause_job=job.uuid,
-        )  # fmt: skip
-        return "withdrawn"
-    evidence_apply(
-        run=run,
-        controlled_run=receipt.controlled_run,
-        outcome=outcome,
-        cause=cause,
-        cause_job=job.uuid,
+def rejudge_candidates() -> list[int]:
+    """The runs a correctness-rule change can move: those with a recorded verdict from a
+    result whose check failed (the runner's criterion), not yet re-judged."""
+    failed = ResultReceipt.objects.filter(
+        evidence_event__isnull=False, payload__correctness__passed=False
     )
-    return "confirmed" if outcome.level == Evidence.INCORRECT else "moved"
+    return sorted(set(failed.values_list("job__run_id", flat=True)))
+
+
+def run_rejudge(*, run: Run) -> str:
+    """Re-judge every recorded result of a run by the evidence rule as it stands now, from the
+    figures the signed payloads recorded: a rule change (such as judging a failed check by
+    upstream's own test tolerance) reaches results recorded before it only this way, never by
+    an edit of the level.
+
+    1. Skip a run already re-judged (its newest event's cause is "rejudge:").
+    2. Replay its results in the order they were recorded, from `reported`, as loading them
+       again would: each result is decided again (outcome_decide reads the events written so
+       far, so independent processes weigh each other as they did), and applied with
+       evidence_apply as a new event (cause "rejudge:<job>"), the controlled run it became
+       unchanged. A result that can carry no verdict now (NoVerdict) writes nothing.
+    3. Where no result carries a verdict any more, evidence_withdraw takes the run back to
+       `reported`, with an event that says why.
+
+    Returns "skipped", "withdrawn", or the level the run ends at.
+    """
+    newest = run.evidence_events.order_by("-created_at", "-id").first()
+    if newest is not None and newest.cause.startswith("rejudge:"):
+        return "skipped"
+    receipts = (
+        ResultReceipt.objects.filter(job__run=run, evidence_event__isnull=False)
+        .select_related("job", "controlled_run")
+        .order_by("pk")
+    )
+    run = Run.objects.select_related(
+        "implementation", "environment__gpu", "publication", "benchmark", "workload", "source"
+    ).get(pk=run.pk)
+    applied, last_none = 0, ""
+    for receipt in receipts:
+        job, payload = receipt.job, receipt.payload
+        job.run = run
+        gpu_spec = None
+        if payload.get("device") == "cuda":
+            gpu_spec = catalogue.GPUS.get((payload.get("environment") or {}).get("gpuName"))
+        passed = (payload.get("correctness") or {}).get("passed")
+        try:
+            outcome = _outcome(job, payload, bool(passed), gpu_spec)
+        except NoVerdict as exc:
+            last_none = f"job {str(job.uuid)[:8]}: {exc}"
+            continue
+        evidence_apply(
+            run=run,
+            controlled_run=receipt.controlled_run,
+            outcome=outcome,
+            cause=f"rejudge:{job.uuid}",
+            cause_job=job.uuid,
+            start=Evidence.REPORTED if applied == 0 else None,
+        )
+        applied += 1
+    if applied == 0:
+        last = receipts.last()
+        evidence_withdraw(
+            run=run,
+            why=f"re-judged: no result carries a verdict now; {last_none}",
+            cause=f"rejudge:{last.job.uuid}" if last else "rejudge:",
+            cause_job=last.job.uuid if last else None,
+        )
+        return "withdrawn"
+    return run.evidence
 
 
 def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:
@@ -700,6 +714,7 @@ __all__ = [
     "rerun_order_offline",
     "rerun_request",
     "rerun_sweep",
+    "rejudge_candidates",
     "result_record",
-    "result_rejudge",
+    "run_rejudge",
 ]

@@ -531,7 +531,13 @@ def _next_level(current: str, outcome: Outcome) -> str:
 
 
 def evidence_apply(
-    *, run: Run, controlled_run: Run | None, outcome: Outcome, cause: str, cause_job=None
+    *,
+    run: Run,
+    controlled_run: Run | None,
+    outcome: Outcome,
+    cause: str,
+    cause_job=None,
+    start: str | None = None,
 ) -> EvidenceEvent:
     """Move `run` to the level `outcome` implies and append the EvidenceEvent that says why.
 
@@ -540,6 +546,9 @@ def evidence_apply(
     pipeline in the caller's transaction as every new run is: it gets its own level,
     `controlled`, here, with the verdict it carries. Every application writes an event, also
     when the level stays, so the page can show each rerun's verdict.
+
+    `start`: the level the outcome is applied to, where it is not the run's current one: a
+    re-judging replays a run's results from `reported` (reruns.services.run_rejudge).
     """
     if outcome.level not in (
         Evidence.CHECKED,
@@ -558,7 +567,7 @@ def evidence_apply(
         # Lock the row: two results for the same run recorded at once must not both read the
         # same `from` level.
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        new_level = _next_level(locked.evidence, outcome)
+        new_level = _next_level(start or locked.evidence, outcome)
         if new_level != locked.evidence:
             Run.objects.filter(pk=run.pk).update(evidence=new_level)
         event = EvidenceEvent.objects.create(
@@ -580,49 +589,28 @@ def evidence_apply(
     return event
 
 
-def resting_event(run: Run) -> EvidenceEvent | None:
-    """The event the run's level rests on: the newest one that neither withdraws a verdict nor
-    was withdrawn (evidence_withdraw)."""
-    events = list(EvidenceEvent.objects.filter(run=run).order_by("-created_at", "-id"))
-    withdrawn = {e.facts.get("withdraws") for e in events if isinstance(e.facts, dict)}
-    for event in events:
-        facts = event.facts if isinstance(event.facts, dict) else {}
-        if "withdraws" not in facts and event.pk not in withdrawn:
-            return event
-    return None
-
-
-def evidence_withdraw(
-    *, run: Run, event: EvidenceEvent, why: str, cause: str, cause_job=None
-) -> EvidenceEvent:
-    """Withdraw the verdict `event` gave, where its result, re-decided by the rule as it now
-    stands, can carry none (NoVerdict): the run goes back to the level it had before that
-    event, and an event says why. Only the event the level rests on can be withdrawn
-    (resting_event); re-judging another would move a level another result set. After a
-    withdrawal the level rests on the event before it, which can be re-judged in turn."""
+def evidence_withdraw(*, run: Run, why: str, cause: str, cause_job=None) -> EvidenceEvent:
+    """Withdraw every verdict of a run whose results, re-judged by the rule as it now stands,
+    can carry none (each is NoVerdict): the run goes back to `reported`, the level no result
+    moved, and an event says why (reruns.services.run_rejudge)."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        resting = resting_event(locked)
-        if resting is None or resting.pk != event.pk:
-            raise ValueError(f"the level of run {run.public_id} does not rest on event {event.pk}")
-        new_level = event.from_level
-        if new_level != locked.evidence:
-            Run.objects.filter(pk=run.pk).update(evidence=new_level)
-        withdrawn = EvidenceEvent.objects.create(
+        event = EvidenceEvent.objects.create(
             run=locked,
             from_level=locked.evidence,
-            to_level=new_level,
-            outcome=new_level,
+            to_level=Evidence.REPORTED,
+            outcome=Evidence.REPORTED,
             cause=cause,
             cause_job=cause_job,
-            facts={"withdraws": event.pk, "withdrawnOutcome": event.outcome, "why": why},
+            facts={"withdrawn": True, "why": why},
         )
-        if new_level != withdrawn.from_level:
+        if locked.evidence != Evidence.REPORTED:
+            Run.objects.filter(pk=run.pk).update(evidence=Evidence.REPORTED)
             transaction.on_commit(
-                lambda: evidence_moved.send(sender=EvidenceEvent, event_id=withdrawn.pk)
+                lambda: evidence_moved.send(sender=EvidenceEvent, event_id=event.pk)
             )
-    run.evidence = new_level
-    return withdrawn
+    run.evidence = Evidence.REPORTED
+    return event
 
 
 def _controlled_level(controlled_run: Run) -> None:

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from kirunner.check import _Stats
-from reruns.models import ResultReceipt
-from reruns.services import result_record, result_rejudge
+from reruns.services import rejudge_candidates, result_record, run_rejudge
 from runs import evidence_correctness as ec
 from runs.evidence import NoVerdict, outcome_decide
 from runs.models import Evidence, EvidenceEvent
@@ -173,45 +172,39 @@ def _record_incorrect(run, checks, monkeypatch):
 
 
 REJUDGED = [
-    ("within: moved", [check(8.9e-4, 1.0)], "moved", Evidence.CHECKED),
-    ("outside: confirmed, with the reason", [check(0.3, 50.0)], "confirmed", Evidence.INCORRECT),
-    ("undecided: withdrawn", [check(0.035, 47.0, scale=13.8, worst=6.98)], "withdrawn", Evidence.REPORTED),
+    ("within", [check(8.9e-4, 1.0)], Evidence.CHECKED),
+    ("outside", [check(0.3, 50.0)], Evidence.INCORRECT),
+    ("undecided", [check(0.035, 47.0, scale=13.8, worst=6.98)], Evidence.REPORTED),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("name,checks,done,level", REJUDGED, ids=[r[0] for r in REJUDGED])
-def test_rejudge_goes_through_the_evidence_rule(
-    fna_run, keys, monkeypatch, name, checks, done, level
-):
+@pytest.mark.parametrize("name,checks,level", REJUDGED, ids=[r[0] for r in REJUDGED])
+def test_rejudge_goes_through_the_evidence_rule(fna_run, keys, monkeypatch, name, checks, level):
     receipt = _record_incorrect(fna_run, checks, monkeypatch)
+    assert rejudge_candidates() == [fna_run.pk]
     events = EvidenceEvent.objects.count()
-    assert result_rejudge(receipt=receipt) == done
+    run_rejudge(run=fna_run)
     fna_run.refresh_from_db()
     assert fna_run.evidence == level
     latest = EvidenceEvent.objects.latest_for(fna_run)
     assert EvidenceEvent.objects.count() == events + 1
     assert latest.cause == f"rejudge:{receipt.job.uuid}"
     assert (latest.from_level, latest.to_level) == (Evidence.INCORRECT, level)
-    if done == "confirmed":
+    if level == Evidence.INCORRECT:
         assert "test_fused_neighborhood_attention.py:108" in latest.facts["why"]
+    if level == Evidence.REPORTED:
+        assert "cannot tell" in latest.facts["why"]
     # A second pass changes nothing more.
-    again = ResultReceipt.objects.get(pk=receipt.pk)
-    assert result_rejudge(receipt=again) == "superseded"
+    assert run_rejudge(run=fna_run) == "skipped"
     assert EvidenceEvent.objects.count() == events + 1
-    fna_run.refresh_from_db()
-    assert fna_run.evidence == level
 
 
-def test_a_withdrawn_verdict_leaves_the_level_on_the_one_before_it(fna_run, keys, monkeypatch):
-    """Two undecided results: the newest is withdrawn first, then the one the level rests on
-    again; the run ends at reported, as had neither carried a verdict."""
-    undecided = [check(0.035, 47.0, scale=13.8, worst=6.98)]
-    first = _record_incorrect(fna_run, undecided, monkeypatch)
-    second = _record_incorrect(fna_run, undecided, monkeypatch)
-    assert result_rejudge(receipt=first) == "superseded"
-    assert result_rejudge(receipt=second) == "withdrawn"
-    fna_run.refresh_from_db()
-    assert fna_run.evidence == Evidence.INCORRECT  # the first result's verdict, still standing
-    assert result_rejudge(receipt=ResultReceipt.objects.get(pk=first.pk)) == "withdrawn"
-    fna_run.refresh_from_db()
-    assert fna_run.evidence == Evidence.REPORTED
+def test_rejudging_replays_a_runs_results_in_order_from_reported(fna_run, keys, monkeypatch):
+    """An undecided result, then one within upstream's tolerance: as if loaded again, the
+    first carries no verdict and the second decides the level from `reported`."""
+    _record_incorrect(fna_run, [check(0.035, 47.0, scale=13.8, worst=6.98)], monkeypatch)
+    second = _record_incorrect(fna_run, [check(8.9e-4, 1.0)], monkeypatch)
+    assert run_rejudge(run=fna_run) == Evidence.CHECKED
+    rejudged = EvidenceEvent.objects.filter(run=fna_run, cause__startswith="rejudge:")
+    assert [e.cause_job for e in rejudged] == [second.job.uuid]
+    assert rejudged.get().from_level == Evidence.INCORRECT

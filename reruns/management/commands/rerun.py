@@ -4,7 +4,7 @@
     manage.py rerun export <job-uuid> [--out JOB.json]      the job file the runner reads
     manage.py rerun import <RESULT.json>                    verify and record a signed result
     manage.py rerun load-demo <folder>                      jobs + results + worker-key.json
-    manage.py rerun rejudge                                 re-decide every `incorrect` result
+    manage.py rerun rejudge                                 re-judge runs with a failed check
 
 On the GPU host: python -m kirunner JOB.json --out RESULT.json --sign, with
 KERNELINDEX_WORKER_KEY_ID and KERNELINDEX_WORKER_KEY set to a key the server holds in
@@ -24,13 +24,14 @@ from django.utils.dateparse import parse_datetime
 from kernelindex import jsonbounds
 from kirunner.sign import parse_key
 from reruns.controlled import job_document
-from reruns.models import JobState, RerunJob, ResultReceipt
+from reruns.models import JobState, RerunJob
 from reruns.services import (
     RerunError,
     ResultRejected,
+    rejudge_candidates,
     rerun_order_offline,
     result_record,
-    result_rejudge,
+    run_rejudge,
 )
 from runs.models import Run
 
@@ -76,8 +77,8 @@ class Command(BaseCommand):
         demo.add_argument("folder")
         sub.add_parser(
             "rejudge",
-            help="re-decide every recorded result whose verdict was `incorrect` by the rule as "
-            "it stands (e.g. upstream's own test tolerance), from its signed figures",
+            help="re-judge every run with a recorded result whose check failed, by the rule as "
+            "it stands (e.g. upstream's own test tolerance), from the signed figures",
         )
 
     def handle(self, *args, action: str, **options):
@@ -125,14 +126,12 @@ class Command(BaseCommand):
 
     def handle_rejudge(self, **_):
         counts: dict[str, int] = {}
-        receipts = ResultReceipt.objects.filter(evidence_event__outcome="incorrect")
-        # Newest first: a withdrawn verdict leaves the level on the one before it.
-        for receipt in receipts.select_related("evidence_event").order_by("-pk"):
+        for run_id in rejudge_candidates():
             with transaction.atomic():
-                done = result_rejudge(receipt=receipt)
+                done = run_rejudge(run=Run.objects.get(pk=run_id))
             counts[done] = counts.get(done, 0) + 1
         shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to re-judge"
-        self.stdout.write(f"incorrect results re-judged: {shown}")
+        self.stdout.write(f"runs re-judged (results whose check failed): {shown}")
 
     def handle_load_demo(self, *, folder: str, **_):
         """Idempotent: a job already present is reused, a result already recorded skipped."""

@@ -80,6 +80,16 @@ def test_distribution_lists_every_subpackage():
     assert set(listed) == on_disk
 
 
+def test_the_served_wheel_is_the_one_a_clone_builds(tmp_path):
+    """The site builds the wheel from the runner's folder as this checkout has it; a clone has
+    only what git tracks. A module that is here but not in git would be in the served wheel
+    and missing for everyone else: the two wheels must be the same bytes."""
+    from reruns import selfrun
+
+    clone = shipped_copy(tmp_path / "clone", "kirunner")
+    assert selfrun.build_runner_wheel(clone) == selfrun.build_runner_wheel(selfrun.RUNNER_FOLDER)
+
+
 def test_installed_runner_has_no_web_app_and_explains_itself(installed_runner, tmp_path):
     python = installed_runner / "python"
     where = subprocess.run(

@@ -10,9 +10,10 @@ the buffer) to estimate the time per call, n_warmup = max(1, int(25/est)), n_rep
 max(1, int(rep/est)), then per call: grads in grad_to_none set to None, buffer zeroed
 (flushes L2), CUDA events around the call, one sync at the end.
 
-Memory is ``_test_memory`` from benchmark/scripts/utils.py: 10 times, reset the peak
-counter, call, read ``max_memory_allocated() / 2**20`` (MiB, labelled "MB" upstream);
-quantiles by ``torch.quantile`` on a float32 tensor, as upstream.
+Memory is ``_test_memory`` from benchmark/scripts/utils.py: with the module and the inputs
+resident, 10 times, reset the peak counter, call, read ``max_memory_allocated() / 2**20``
+(MiB, labelled "MB" upstream); quantiles by ``torch.quantile`` on a float32 tensor, as
+upstream (see :func:`memory_cuda` for what is resident).
 
 On a CPU the latency loop is the same with ``time.perf_counter`` and no cache flush,
 and the memory reading is the CPU allocator's live-bytes counter seen through the torch
@@ -220,43 +221,51 @@ def latency_cpu(
     return Measured(times, [quantile_linear(times, q) for q in quantiles], details)
 
 
+MEMORY_PROTOCOL = "upstream-resident"
+
+
 def memory_cuda(
     make_fn: Callable[[], Callable[[], Any]],
     *,
     quantiles: Sequence[float],
+    foreign_bytes: int = 0,
     module_bytes: int = 0,
     iterations: int = MEMORY_ITERATIONS,
 ) -> Measured:
-    """Peak allocated bytes per call, as upstream's `_test_memory` reads them, less what was
-    allocated before the measurement and is not this job's module.
+    """Upstream's `_test_memory`: with the module and the inputs resident (`make_fn` builds
+    the inputs; the module was built before), ten times reset the peak counter, call, read
+    `torch.cuda.max_memory_allocated() / 2**20`.
 
-    What a fresh process would read: anything a previous job of the same process left
-    allocated (a batch runs hundreds) is not this job's, and the peak counter counts it; nor
-    are workspaces a library keeps once created (cuBLAS's, made by whichever job ran the
-    first matmul). The module's weights are this job's: upstream builds its modules before
-    `_test_memory`, so its peak counts them. `module_bytes` is what building the module
-    allocated (the runner reads it around the build), and it stays counted. Earlier results
-    left it out; they carry no `details.moduleBytes`."""
+    Upstream reads the process's whole peak: the module, the inputs, what the call allocates,
+    and the library workspaces its process made before (cuBLAS keeps one per handle and
+    stream once created: on an H100, 32 MiB each, for the forward's thread and the autograd
+    engine's). The runner reads the same, less `foreign_bytes`: what the runner process held
+    when this job started, after a collection, an emptied allocator cache and cleared cuBLAS
+    workspaces (kirunner.runner). That is nothing in a process of its own (a self-run), and
+    what earlier jobs left in a batch, so a job reads the same in both. The workspaces this
+    job's own calls make (its check and the warm-up as upstream's speed runs, before this)
+    are resident and counted, as upstream's are. `module_bytes` (what building the module
+    allocated) is recorded, not subtracted."""
     import torch
 
-    baseline = torch.cuda.memory_allocated() - module_bytes
     fn = make_fn()
+    resident = torch.cuda.memory_allocated() - foreign_bytes
     samples: list[float] = []
     for _ in range(iterations):
         torch.cuda.memory.reset_peak_memory_stats()
         fn()
-        samples.append((torch.cuda.max_memory_allocated() - baseline) / 2**20)
+        samples.append((torch.cuda.max_memory_allocated() - foreign_bytes) / 2**20)
     details = {
         "counter": "torch.cuda.max_memory_allocated() / 2**20 after reset_peak_memory_stats()",
+        "protocol": MEMORY_PROTOCOL,
         "iterations": iterations,
         "quantileRule": "torch.quantile on float32 (as _test_memory)",
         "moduleBytes": module_bytes,
+        "residentBytes": resident,
     }
-    if baseline:
-        details["baselineBytes"] = baseline
-        details["counter"] += (
-            ", minus the bytes allocated before the measurement that are not the module's"
-        )
+    if foreign_bytes:
+        details["baselineBytes"] = foreign_bytes
+        details["counter"] += ", minus what the process held when the job started"
     return Measured(samples, quantiles_torch_float32(samples, quantiles), details)
 
 

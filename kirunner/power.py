@@ -20,6 +20,7 @@ the server the same way. No Django.
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,6 +33,8 @@ from .nvml import started
 __all__ = ["POWER_CAP_BIT", "POWER_CAPPED_SHARE", "Sampler", "power_capped", "summarize"]
 
 POWER_CAP_BIT = 0x4
+# "off": no sampling thread at all (to time a window without one, as an experiment).
+SAMPLER_ENV = "KIRUNNER_POWER_SAMPLER"
 # The reason bits kirunner.diagnose names (kept in step with diagnose.THROTTLE_REASONS; a
 # module of its own so the sampler imports nothing else).
 REASONS = {
@@ -66,6 +69,9 @@ class Sampler:
 
     def __enter__(self) -> Sampler:
         self._t0 = time.perf_counter()
+        if os.environ.get(SAMPLER_ENV) == "off":
+            self.source = f"off ({SAMPLER_ENV}=off)"
+            return self
         nvml = started()
         if nvml is not None:
             self.source = "NVML (nvidia-ml-py)"

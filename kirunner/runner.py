@@ -172,6 +172,19 @@ def _free(device_type: str) -> None:
         torch.cuda.empty_cache()
 
 
+def _clear_library_workspaces() -> bool:
+    """Free the cuBLAS (and cuBLASLt) workspaces torch keeps per handle and stream; the next
+    matmul on a handle and stream makes its own again. False where torch has no such call."""
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None:
+        return False
+    torch.cuda.synchronize()
+    clear()
+    return True
+
+
 def _freeze_survivors() -> None:
     """Move what survived the collection at a job's start out of the collector's reach.
 
@@ -330,6 +343,7 @@ def _run(
         f"measuring the {what}" + (f" (rep {rep:g} ms)" if spec_job["metric"] == "latency" else "")
     )
     case = _Case(spec, impl, ran, device, spec_job, seed, module_bytes)
+    case.foreign_bytes = payload["environment"].get("allocatedAtStartBytes") or 0
     if spec_job["metric"] == "latency":
         measured = _latency(case, rep, cpu_max_samples, progress)
     else:
@@ -364,6 +378,10 @@ def _environment(payload: dict[str, Any], device_type: str, device: Any) -> None
     _free(device_type)
     _freeze_survivors()
     if device_type == "cuda":
+        # cuBLAS workspaces an earlier job made are freed too: the ones this job's calls use
+        # are then made by this job (its check and the memory warm-up), counted in its peak
+        # as upstream's process counts its own, the same in a batch and in a self-run.
+        _clear_library_workspaces()
         payload["environment"]["allocatedAtStartBytes"] = torch.cuda.memory_allocated(device)
 
 
@@ -423,6 +441,8 @@ class _Case:
         self.spec, self.impl, self.ran, self.device = spec, impl, ran, device
         self.mode, self.quantiles = spec_job["pass"], spec_job["quantiles"]
         self.seed, self.module_bytes = seed, module_bytes
+        # What the process held when the job started (an earlier job's): not this job's.
+        self.foreign_bytes = 0
 
     def generator(self) -> Any:
         import torch
@@ -523,12 +543,48 @@ def _memory(case: _Case) -> _Measured:
         return protocol.memory_closure(case.spec, case.impl, case.ran, case.device, gen, case.mode)
 
     if case.device.type == "cuda":
-        m = harness.memory_cuda(make_fn, quantiles=case.quantiles, module_bytes=case.module_bytes)
+        warm_up = _warm_up_as_upstream(case)
+        m = harness.memory_cuda(
+            make_fn,
+            quantiles=case.quantiles,
+            foreign_bytes=case.foreign_bytes,
+            module_bytes=case.module_bytes,
+        )
+        m.details["warmUp"] = warm_up
         clocks = {"before": clocks_before, "after": _clocks(case)}
         return _Measured(m, "cuda_max_memory_allocated", "MiB", clocks=clocks)
     return _Measured(
         harness.memory_cpu(make_fn, quantiles=case.quantiles), "cpu_profiler_allocated", "MiB"
     )
+
+
+def _warm_up_as_upstream(case: _Case) -> str:
+    """Before a peak is read, one call of the full pass as the speed runs time it.
+
+    Upstream's scripts run every speed pass before their memory runs, in the same process,
+    so by then the library workspaces of the forward's thread and of the autograd engine's
+    thread exist (cuBLAS: one per handle and stream) and are counted in the peak. A
+    forward job's check runs no backward; this call makes the same workspaces here. The
+    tensors it makes are freed and the module's gradients reset to None (upstream's
+    memory run builds a fresh module, without gradients), before the measurement."""
+    from . import protocol
+
+    gen = case.generator()
+    gen.manual_seed(case.seed + 2)
+    what = "one call of the full pass"
+    try:
+        fn, _ = protocol.speed_closure(case.spec, case.impl, case.ran, case.device, gen, "full")
+        fn()
+    except Exception as exc:  # a pass this kernel's script never ran: its own closure then
+        fn = protocol.memory_closure(case.spec, case.impl, case.ran, case.device, gen, case.mode)
+        fn()
+        what = f"one call of the measured closure (the full pass failed: {type(exc).__name__})"
+    del fn
+    if case.impl.module is not None:
+        for p in case.impl.module.parameters():
+            p.grad = None
+    _free("cuda")
+    return what
 
 
 def _measurement_doc(

@@ -7,22 +7,60 @@ the script builds them, `.to(device)` only, so their parameters stay float32:
 - `torch`: the test suite's `TorchDyT`, `gamma * tanh(x * alpha) + beta` (beta left out when
   False), written here with the same parameters and operation order (alpha `ones(1) * 0.5`,
   gamma ones, beta zeros);
-- `torch_compile`: `torch.compile(TorchDyT(...))`, compiled at its first call (the check's).
+- `torch_compile`: `torch.compile(TorchDyT(...))`, as it ran in the script's process (see
+  :func:`upstream_compiled`): compiled at its first call (the check's) where the script's
+  compile took effect, dynamo's eager fallback where it did not.
 Forward `dyt(x)`; backward `y.backward(dy, retain_graph=True)`; full a forward and
 `y.backward(dy)` *without* retain_graph (speed) or with it (memory); grad_to_none [x]; rep 500.
 """
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
-from ..impls import load_liger
+from ..impls import Unavailable, load_liger
 from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
+# The script's torch_compile cells in the order its process meets them: beta False then True
+# (the `for beta` loop), each sweeping hidden 1024..16384 (x_values), at BT 4096 in bf16.
+SCRIPT_BT = 4096
+SCRIPT_DTYPE = "bf16"
+SCRIPT_ORDER = tuple((beta, 1024 * i) for beta in (False, True) for i in range(1, 17))
+
+
+def recompile_limit() -> int:
+    """dynamo's per-code-object limit of compiled entries (8 in torch 2.x)."""
+    import torch._dynamo
+
+    cfg = torch._dynamo.config
+    return int(getattr(cfg, "recompile_limit", None) or getattr(cfg, "cache_size_limit", 8))
+
+
+def upstream_compiled(beta: bool, hidden: int, bt: int, dtype: str, limit: int) -> bool | None:
+    """Whether torch.compile took effect for this cell in benchmark_dyt.py's process.
+
+    The script builds `torch.compile(TorchDyT(hidden))` for every cell, but every one of them
+    runs the same code object (TorchDyT.forward), whose guards fail on a new hidden size (the
+    parameters' shapes are static) or beta. dynamo compiles a code object at most
+    `recompile_limit` times (8); at the next miss it falls back to eager for that code object
+    for the rest of the process, keeping the entries it has. So only the first 8 cells the
+    script meets, beta=False at hidden 1024..8192, ran compiled (in every pass: the later
+    passes find their entries); beta=False at 9216..16384 and every beta=True cell ran eager.
+    Liger's published H200 rows at 02bac05 and the script run on an H100
+    (bench/fidelity/) show exactly that. None for a cell the script does not run."""
+    if bt != SCRIPT_BT or dtype != SCRIPT_DTYPE or (beta, hidden) not in SCRIPT_ORDER:
+        return None
+    return SCRIPT_ORDER.index((beta, hidden)) < limit
+
 
 def torch_dyt(hidden: int, beta: bool):
-    """The upstream test suite's TorchDyT (test/transformers/test_dyt.py at 02bac05)."""
+    """The upstream test suite's TorchDyT (test/transformers/test_dyt.py at 02bac05).
+
+    Each call gives the class a forward with a code object of its own: dynamo keys its
+    compiled entries (and its recompile limit) by code object, so a job's compile state is
+    then its own, not what earlier jobs of a batch left on a shared one."""
     import torch
 
     class TorchDyT(torch.nn.Module):
@@ -37,7 +75,21 @@ def torch_dyt(hidden: int, beta: bool):
                 return self.gamma * torch.tanh(x * self.alpha)
             return self.gamma * torch.tanh(x * self.alpha) + self.beta
 
+    fwd = TorchDyT.forward
+    TorchDyT.forward = types.FunctionType(
+        fwd.__code__.replace(), fwd.__globals__, fwd.__name__, fwd.__defaults__, fwd.__closure__
+    )
     return TorchDyT()
+
+
+def _fall_back_to_eager(compiled, hidden: int, device) -> None:
+    """Put dynamo in the state the script's process reached: the recompile limit hit for
+    TorchDyT.forward, so it runs eager from now on (dynamo's RUN_ONLY for that code object).
+    One call with the limit at 0 does it, on a one-row input, without a graph."""
+    import torch
+
+    with torch._dynamo.config.patch(recompile_limit=0), torch.no_grad():
+        compiled(torch.zeros(1, hidden, device=device))
 
 
 def reference_dyt(x, alpha, gamma, beta):
@@ -59,20 +111,61 @@ class DytSpec(KernelSpec):
         return {"x": _randn((wl["bt"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
+        """The script builds all three providers' modules for every cell (torch, the one it
+        compiles, liger, in that order) and calls one; so does this, and the other two stay
+        resident (their parameters are in the script's peak: 2 x 4 bytes x hidden, twice
+        that with beta). On a host without liger the liger companion is left out."""
         import torch
 
-        if provider == "liger":
-            mod, info = load_liger(
-                "liger_kernel.transformers.dyt", revision, device_type=torch.device(device).type
+        device_type = torch.device(device).type
+        hidden = wl["hidden"]
+        torch_module = torch_dyt(hidden, self.beta).to(device)
+        compiled_module = torch_dyt(hidden, self.beta).to(device)
+        liger_module, liger_info, liger_missing = None, None, None
+        try:
+            mod, liger_info = load_liger(
+                "liger_kernel.transformers.dyt", revision, device_type=device_type
             )
-            module = mod.LigerDyT(hidden_size=wl["hidden"], beta=self.beta).to(device)
-            call = module
+            liger_module = mod.LigerDyT(hidden_size=hidden, beta=self.beta).to(device)
+        except Unavailable as exc:
+            if provider == "liger":
+                raise
+            liger_missing = str(exc)
+        what = "TorchDyT (Liger-Kernel test/transformers/test_dyt.py at 02bac05)"
+        notes: list[str] = []
+        if provider == "liger":
+            module = call = liger_module
+            info = liger_info
+        elif provider == "torch":
+            module = call = torch_module
+            info = _torch_info(what, notes)
         else:
-            module = torch_dyt(wl["hidden"], self.beta).to(device)
-            call = torch.compile(module) if provider == "torch_compile" else module
-            what = "TorchDyT (Liger-Kernel test/transformers/test_dyt.py at 02bac05)"
-            info = _torch_info(("torch.compile of " if provider == "torch_compile" else "") + what)
-        return Impl(lambda v: (call(v["x"]),), info, module=module)
+            module = compiled_module
+            call = torch.compile(module)
+            limit = recompile_limit()
+            took = upstream_compiled(self.beta, hidden, wl["bt"], wl["dtype"], limit)
+            if took is False:
+                _fall_back_to_eager(call, hidden, device)
+                notes.append(
+                    "torch.compile did not take effect for this cell in the script's "
+                    f"process (dynamo's recompile limit, {limit}, was reached by the first "
+                    f"{limit} cells it met: beta=False, hidden 1024-{1024 * limit}); it "
+                    "ran eager there, and runs eager here through the same fallback"
+                )
+            elif took:
+                notes.append(
+                    "compiled, as in the script's process (one of the first "
+                    f"{limit} cells it met, within dynamo's recompile limit)"
+                )
+            else:
+                notes.append("a cell the script does not run: compiled at its first call")
+            info = _torch_info("torch.compile of " + what, notes)
+        if liger_missing:
+            info.notes.append(
+                f"the script's LigerDyT companion module was not built: {liger_missing}"
+            )
+        resident = (torch_module, compiled_module, liger_module)
+        return Impl(lambda v, _resident=resident: (call(v["x"]),), info, module=module)
 
     def reference(self, views, params, wl, impl):
         return (reference_dyt(views["x"], params["alpha"], params["gamma"], params.get("beta")),)

@@ -111,9 +111,12 @@ class ClaimPagination(StrictCursorPagination):
     description=(
         "Each published ratio between two implementations of one cell (same publication, "
         "workload, GPU, pass and metric) that a controlled rerun of both sides in one runner "
-        "process judged: holds, overstated, understated or reversed, within the cells' "
-        "combined tolerance. Reversed and overstated first. The published figures are never "
-        "edited; a claim is never judged across GPU products."
+        "process judged on the basis it was published on (latency: wall-clock do_bench, the "
+        "device-time ratio beside it in device_ratio; memory: the peak): holds, overstated, "
+        "understated or reversed within the cells' combined tolerance, and a published ratio "
+        "within that tolerance of 1 a tie, confirmed or broken. Ratios are other / claimed-"
+        "better. Reversed and overstated first. The published figures are never edited; a "
+        "claim is never judged across GPU products."
     ),
 )
 class SourceClaimList(StrictQueryMixin, generics.ListAPIView):

@@ -192,7 +192,7 @@ def test_a_run_pages_sections_are_kept_by_the_process_that_rendered_them(
     run = RunFactory()
     url = f"/runs/{run.public_id}/"
     first = client.get(url).content
-    key = f"kept:run-page:{run.public_id}:{freshness.current([freshness.DATA]).key}"
+    key = freshness.kept_key(f"run-page:{run.public_id}", [freshness.DATA])
     assert key in store._copy and cache.get(store.SHARED + key) is None
     shared_calls.clear()
     assert client.get(url).content == first and reads == [run.public_id]

@@ -234,13 +234,18 @@ def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     values are worth keeping (not error pages, whose keys a client can vary at will). A cache
     outage computes every time. `shared=False` keeps the value in this process's copy only
     (store.put_many says for which values)."""
-    full = f"kept:{name}:{current(scopes).key}:{_origin()}"
+    full = kept_key(name, scopes)
     value = store.get(full, _MISSING, shared=shared)
     if value is _MISSING:
         value = compute()
         if keep is None or keep(value):
             store.put(full, value, KEPT_SECONDS, shared=shared)
     return value
+
+
+def kept_key(name: str, scopes) -> str:
+    """The key kept() stores `name` under for the current versions and origin."""
+    return f"kept:{name}:{current(scopes).key}:{_origin()}"
 
 
 def kept_many(kind: str, ids, scopes, build) -> dict:

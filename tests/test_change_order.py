@@ -89,3 +89,22 @@ def test_feed_text_reads_in_the_pages_units(client, two_new):
     feed = client.get(FEED).content.decode()
     assert "the median went from 1.000 ms to 1.600 ms between" in feed
     assert not re.search(r"\de[+-]\d", feed)
+
+
+def test_each_change_links_upstreams_commits_since_the_previous_publication(client, two_new):
+    compare = f"https://github.com/linkedin/Liger-Kernel/compare/{commit(11)}...{commit(12)}"
+    page = client.get(SOURCE).content.decode()
+    assert f'<a href="{compare}" rel="external">upstream commits</a>' in page
+    assert f"Upstream's commits: {compare}" in client.get(FEED).content.decode()
+    api = client.get(f"/api/v1/changes/?publication={commit(12)}&kind=step").json()["results"]
+    assert [c["commits_url"] for c in api] == [compare]
+
+
+def test_no_commits_link_without_a_repository_or_between_builds_of_one_commit():
+    from runs.changes.models import commits_url
+
+    repo = "https://github.com/linkedin/Liger-Kernel"
+    assert commits_url(repo, "7644a0f", "7644a0f") == ""  # a release build of the same commit
+    assert commits_url("", "a", "b") == "" and commits_url(repo, "", "b") == ""
+    assert commits_url("https://example.org/x", "a", "b") == ""
+    assert commits_url(repo + "/", "a", "b") == f"{repo}/compare/a...b"

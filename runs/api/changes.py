@@ -73,6 +73,10 @@ class ChangeSerializer(serializers.ModelSerializer):
     until = serializers.SlugRelatedField(
         slug_field="slug", read_only=True, help_text="A transient's last publication off its level"
     )
+    commits_url = serializers.CharField(
+        help_text="Upstream's commits from the previous publication to this one (GitHub's "
+        "compare page); empty where the source has no repository or both are of one commit"
+    )
     unit = serializers.CharField(source="run.unit", help_text="ns (latency) or B (memory)")
     shift = serializers.FloatField(help_text="(after - before) / before")
 
@@ -81,7 +85,7 @@ class ChangeSerializer(serializers.ModelSerializer):
         extra_kwargs = {"published_at": {"help_text": "The publication's time, upstream's"}}
         fields = [
             "run", "url", "source", "benchmark", "implementation", "timed_pass", "metric",
-            "workload", "gpu", "publication", "published_at", "upstream_commit", "previous", "kind",
+            "workload", "gpu", "publication", "published_at", "upstream_commit", "previous", "commits_url", "kind",
             "until", "direction", "before", "after", "unit", "shift", "threshold", "grouped",
         ]  # fmt: skip
 

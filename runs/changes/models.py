@@ -15,6 +15,15 @@ from runs.changes import detect
 from runs.changes.querysets import CellChangeQuerySet
 
 
+def commits_url(repository: str, old: str, new: str) -> str:
+    """GitHub's compare page of upstream's commits from `old` to `new`; "" where the source has
+    no GitHub repository, a commit is unknown, or both publications are of one commit (a
+    release build of the commit before it)."""
+    if not (old and new and old != new and repository.startswith("https://github.com/")):
+        return ""
+    return f"{repository.rstrip('/')}/compare/{old}...{new}"
+
+
 class CellSeries(models.Model):
     source = models.ForeignKey(
         "runs.Source", on_delete=models.PROTECT, related_name="+", db_index=False
@@ -136,6 +145,16 @@ class CellChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.direction} of {self.cell_key[:15]}/{self.provider_key}"
+
+    @property
+    def commits_url(self) -> str:
+        """Upstream's commits from the cell's previous publication to this one (reads source,
+        previous and publication: with_related)."""
+        return commits_url(
+            self.source.harness_repository,
+            self.previous.upstream_commit,
+            self.publication.upstream_commit,
+        )
 
     @property
     def shift(self) -> float:

@@ -58,6 +58,7 @@ class Group:
 class PublicationChanges:
     publication: Publication
     previous_slug: str = ""  # the cell's publication before this one
+    commits_url: str = ""  # upstream's commits from that one to this one
     regressions: list = field(default_factory=list)
     improvements: list = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
@@ -212,6 +213,7 @@ def publications_changes(publications: list[Publication]) -> list[PublicationCha
         if c.publication_id not in seen:  # the first listed change names the one before
             seen.add(c.publication_id)
             entry.previous_slug = c.previous.slug
+            entry.commits_url = c.commits_url
         if c.grouped:
             key = (c.publication_id, c.kind, c.direction)
             if key not in groups:

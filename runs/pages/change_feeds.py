@@ -40,6 +40,7 @@ class _ChangesFeed(Feed):
 
     def item_description(self, item: CellChange) -> str:
         unit = item.run.unit
+        commits = f" Upstream's commits: {item.commits_url}" if item.commits_url else ""
         host = (
             " It moved together with many cells of several kernels at that publication: "
             "likely the benchmark host, not the kernel."
@@ -50,7 +51,7 @@ class _ChangesFeed(Feed):
             f"{item.run.workload.label}: the median went from {scale(item.before, unit)} to "
             f"{scale(item.after, unit)} between {item.previous.slug} and "
             f"{item.publication.slug}, beyond the threshold of {item.threshold_text}, and "
-            f"stayed there at the next publication.{host}"
+            f"stayed there at the next publication.{host}{commits}"
         )
 
     def item_guid(self, item: CellChange) -> str:

@@ -142,3 +142,16 @@ def test_nvml_that_does_not_start_reads_as_absent(monkeypatch):
     with power.Sampler(interval_s=0.001) as sampler:
         time.sleep(0.002)
     assert sampler.window()["n"] == 0
+
+
+def test_sampler_off_starts_no_thread_and_says_so(monkeypatch):
+    """KIRUNNER_POWER_SAMPLER=off (the with/without comparison of bench/fidelity): no
+    sampling thread at all, even where NVML answers; the window says why it is empty."""
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml(0x4))
+    monkeypatch.setenv(power.SAMPLER_ENV, "off")
+    with power.Sampler(interval_s=0.001) as sampler:
+        time.sleep(0.01)
+    assert sampler._thread is None
+    w = sampler.window()
+    assert w["source"] == "off (KIRUNNER_POWER_SAMPLER=off)" and w["n"] == 0
+    assert w["powerCapped"] is False

@@ -2,6 +2,7 @@
 
     DJANGO_SETTINGS_MODULE=kernelindex.settings .venv/bin/python bench/scale.py \
         [--runs N] [--sizes 80k,N] [--skip-build | --build-only] [--seconds S]
+        [--pages "label,label"]
 
 For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m, ...):
 1. Build (resumable; --skip-build only migrates what is there). The first size is the real demo
@@ -227,6 +228,8 @@ def ingest_table(sizes: list[dict]) -> str:
     ]
     for s in sizes:
         i = s["ingest"]
+        if not i:
+            continue
         lines.append(
             f"| {s['label']} | {s['runs']:,} | {i['rows']:,} | {i['seconds']:.1f} | "
             f"{i['rows_per_s']:,.0f} | {i['copy_rows_per_s']:,.0f} | "
@@ -999,16 +1002,20 @@ def one_size(args) -> None:
             cursor.execute("SHOW server_version")
             postgres = cursor.fetchone()[0]
         runs = Run.objects.public().count()
-        print(f"  {runs:,} current runs; measuring ingest against COPY", flush=True)
-        ingest_result = measure_ingest(Path(tmp))
-    print(
-        f"  ingest {ingest_result['rows_per_s']:,.0f} rows/s, "
-        f"COPY {ingest_result['copy_rows_per_s']:,.0f} rows/s",
-        flush=True,
-    )
+        print(f"  {runs:,} current runs", flush=True)
+        # --pages measures those pages only: no ingest and no first requests after a write.
+        ingest_result = {} if args.pages else measure_ingest(Path(tmp))
+    if ingest_result:
+        print(
+            f"  ingest {ingest_result['rows_per_s']:,.0f} rows/s, "
+            f"COPY {ingest_result['copy_rows_per_s']:,.0f} rows/s",
+            flush=True,
+        )
     pages = pick_pages()
+    if args.pages:
+        pages = [(label, urls) for label, urls in pages if label in args.pages.split(",")]
     queries = count_queries(pages)
-    writes = after_write()
+    writes = {} if args.pages else after_write()
     for write, figures in writes.items():
         print(f"  after one {write}: " + ", ".join(
             f"{label} {f['ms']:.0f} ms ({f['cache']})" for label, f in figures.items()
@@ -1070,6 +1077,9 @@ def main() -> None:
     parser.add_argument(
         "--build-only", action="store_true", help="build the databases, measure nothing"
     )
+    parser.add_argument(
+        "--pages", help="comma-separated labels of PAGE_KINDS: those only, no ingest or writes"
+    )
     parser.add_argument("--seconds", type=float, default=6.0, help="page time per figure")
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in a child
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -1088,6 +1098,7 @@ def main() -> None:
         print(f"size {size_label(n)}: {database_url(n)}", flush=True)
         command = [sys.executable, __file__, "--size", str(n), "--out", str(out),
                    "--seconds", str(args.seconds)] + (["--skip-build"] if args.skip_build else [])  # fmt: skip
+        command += ["--pages", args.pages] if args.pages else []
         subprocess.run(command + (["--build-only"] if args.build_only else []), check=True)
         if args.build_only:
             continue

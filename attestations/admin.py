@@ -321,6 +321,9 @@ class ModerationEventAdmin(admin.ModelAdmin):
         if obj.report_id:
             url = reverse("admin:attestations_report_change", args=[obj.report_id])
             return format_html('<a href="{}">report #{}</a>', url, obj.report_id)
+        if obj.change_review_id:
+            url = reverse("admin:runs_changereview_change", args=[obj.change_review_id])
+            return format_html('<a href="{}">change review #{}</a>', url, obj.change_review_id)
         return f"user {obj.subject}" if obj.subject_id else "—"
 
     def get_readonly_fields(self, request, obj=None):

@@ -12,15 +12,17 @@ class AttestationsConfig(AppConfig):
     private_models = ("apitoken", "watch", "notice")
 
     def ready(self) -> None:
-        from attestations import panels, staffmfa
+        from attestations import panels, services, staffmfa
         from attestations.watching import panels as watching_panels
         from attestations.watching import receivers
         from runs.extensions import run_extensions
+        from runs.signals import change_reviewed
 
         staffmfa.connect_signals()
         run_extensions.register_panel(panels.PANEL)
         run_extensions.register_panel(panels.MEASURED_PANEL)
         run_extensions.register_panel(watching_panels.PANEL)
         receivers.connect()
+        change_reviewed.connect(services.on_change_reviewed, dispatch_uid="trail-change-review")
         run_extensions.register_panel(panels.BENCHMARK_PANEL)
         run_extensions.register_site_fragment("header", "attestations/_account_nav.html")

@@ -207,6 +207,10 @@ class ModerationEvent(AppendOnly):
         related_name="moderation_events",
         help_text="The user a ban or unban applies to",
     )
+    change_review = models.ForeignKey(
+        "runs.ChangeReview", on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        help_text="The detected change a maintainer acknowledged or dismissed",
+    )  # fmt: skip
     from_state = models.CharField(max_length=16, blank=True)
     to_state = models.CharField(max_length=16, blank=True)
     reason = models.CharField(max_length=500, blank=True)
@@ -217,7 +221,7 @@ class ModerationEvent(AppendOnly):
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
-        target = self.attestation or self.report or self.subject
+        target = self.attestation or self.report or self.subject or self.change_review
         return f"{self.action} {target} by {self.actor}"
 
 

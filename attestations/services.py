@@ -465,3 +465,21 @@ def token_authenticate(raw: str):
         return None
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token.user
+
+
+def on_change_reviewed(
+    sender,
+    *,
+    review_id: int,
+    actor_id: int,
+    from_state: str,
+    to_state: str,
+    reason: str,
+    **kwargs,
+) -> None:
+    """A maintainer's acknowledgement or dismissal of a detected change (runs.signals.
+    change_reviewed, sent inside the review's transaction) in the moderation trail."""
+    ModerationEvent.objects.create(
+        actor_id=actor_id, action=f"change {to_state}", change_review_id=review_id,
+        from_state=from_state, to_state=to_state, reason=reason,
+    )  # fmt: skip

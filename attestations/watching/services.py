@@ -110,7 +110,8 @@ def notices_for_sync(
         .values_list("publication_id", "benchmark_id", "cell_key")
         .distinct()
     )
-    steps = list(CellChange.objects.filter(pk__in=step_ids).with_related())
+    # A change a maintainer dismissed (before a re-detection made it new again) is not sent.
+    steps = list(CellChange.objects.filter(pk__in=step_ids).alarmed().with_related())
     # A cell watch hears of a publication that has its cell, whatever the provider.
     cells_in = {(pub, key) for pub, _, key in touched}
     benchmarks_in = {(pub, bench) for pub, bench, _ in touched}

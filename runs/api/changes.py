@@ -82,11 +82,14 @@ class ChangeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CellChange
-        extra_kwargs = {"published_at": {"help_text": "The publication's time, upstream's"}}
+        extra_kwargs = {
+            "published_at": {"help_text": "The publication's time, upstream's"},
+            "review": {"help_text": "acknowledged or dismissed by a maintainer; empty if neither"},
+        }
         fields = [
             "run", "url", "source", "benchmark", "implementation", "timed_pass", "metric",
             "workload", "gpu", "publication", "published_at", "upstream_commit", "previous", "commits_url", "kind",
-            "until", "direction", "before", "after", "unit", "shift", "threshold", "grouped",
+            "until", "direction", "before", "after", "unit", "shift", "threshold", "grouped", "review",
         ]  # fmt: skip
 
     @extend_schema_field(serializers.URLField())

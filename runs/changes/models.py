@@ -9,7 +9,9 @@ and a provider, inside one source.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from runs.changes import detect
 from runs.changes.querysets import CellChangeQuerySet
@@ -98,6 +100,10 @@ class CellChange(models.Model):
     threshold = models.FloatField(help_text="Relative threshold the move exceeded")
     # Moved the same way at the same publication as many cells of several kernels.
     grouped = models.BooleanField(default=False)
+    # A maintainer's word on this point (ChangeReview.state, "" if none), copied from the
+    # review by changes_detect and by changes_review, so a feed leaves out the dismissed on
+    # its own index.
+    review = models.CharField(max_length=12, blank=True, default="")
     # The publication's upstream time (Publication.published_at), copied so each feed's
     # filter and its order are one index: entries are dated by upstream, and a re-detection,
     # which replaces the rows, dates and orders them as before.
@@ -168,3 +174,42 @@ class CellChange(models.Model):
     @property
     def threshold_text(self) -> str:
         return f"{self.threshold * 100:.0f} %"
+
+
+class ChangeReview(models.Model):
+    """A maintainer's word on a detected change: acknowledged (seen, it stands) or dismissed
+    (not a change of the kernel; shown as such, left out of feeds and notices). Keyed on the
+    point (source, cell, provider, publication), not on a CellChange row: changes_detect
+    replaces those rows, and the review holds for whatever the rule finds there next. Written
+    only by runs.changes.services.changes_review; each review is also a moderation event
+    (runs.signals.change_reviewed)."""
+
+    ACKNOWLEDGED, DISMISSED = "acknowledged", "dismissed"
+
+    source = models.ForeignKey(
+        "runs.Source", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    cell_key = models.CharField(max_length=71)
+    provider_key = models.CharField(max_length=64)
+    publication = models.ForeignKey(
+        "runs.Publication", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    state = models.CharField(
+        max_length=12, choices=[(ACKNOWLEDGED, "acknowledged"), (DISMISSED, "dismissed")]
+    )
+    reason = models.CharField(max_length=500, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True
+    )
+    reviewed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "cell_key", "provider_key", "publication"],
+                name="changereview_unique_point",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.cell_key[7:23]}/{self.provider_key} at {self.publication_id}"

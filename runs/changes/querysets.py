@@ -68,6 +68,11 @@ class CellChangeQuerySet(models.QuerySet):
         """Steps only: what pages list as regressions and improvements and notices send."""
         return self.filter(kind="step")
 
+    def alarmed(self) -> CellChangeQuerySet:
+        """Steps a maintainer has not dismissed: what feeds carry and notices send. A dismissed
+        change stays on the pages, said to be dismissed."""
+        return self.reported().exclude(review="dismissed")
+
     def newest_first(self) -> CellChangeQuerySet:
         """Newest publication first by upstream's time, as the feeds and the API list them
         (each feed's filter has an index ending in published_at and id, so its newest entries

@@ -19,14 +19,16 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from runs.changes import detect
-from runs.changes.models import CellChange, CellSeries
+from runs.changes.models import CellChange, CellSeries, ChangeReview
 from runs.evidence import cell_tolerance
 from runs.models import ComparisonGroup, Publication, Run, Source
-from runs.signals import publications_ingested
+from runs.signals import change_reviewed, publications_ingested
 
 # Sources whose publications are not a history: KernelIndex's own controlled reruns.
 NO_HISTORY = {"kernelindex"}
@@ -83,6 +85,15 @@ def changes_detect(
             )
         }
         existing.delete()
+        # A maintainer's review is of the point, whatever row the rule writes there now.
+        reviews = {
+            (cell_key, provider, pub): state
+            for cell_key, provider, pub, state in ChangeReview.objects.filter(
+                source=source, cell_key__in=keys
+            ).values_list("cell_key", "provider_key", "publication_id", "state")
+        }
+        for c in changes:
+            c.review = reviews.get((c.cell_key, c.provider_key, c.publication_id), "")
         CellSeries.objects.filter(source=source, cell_key__in=keys).delete()
         CellSeries.objects.bulk_create(series, batch_size=2000)
         CellChange.objects.bulk_create(changes, batch_size=2000)
@@ -178,3 +189,39 @@ def _regroup(publication_ids: list[int]) -> None:
     scope = CellChange.objects.filter(publication_id__in=publication_ids)
     scope.update(grouped=False)
     scope.filter(together).update(grouped=True)
+
+
+def changes_review(*, changes, reviewer, state: str, reason: str) -> int:
+    """A maintainer acknowledges or dismisses these changes: each point's ChangeReview (made
+    or moved), its rows' copy of the state, and a moderation event per point that moved
+    (runs.signals.change_reviewed, received in this transaction so the trail and the review
+    commit together). How many points moved; one already in `state` is left as it was."""
+    if not getattr(reviewer, "is_staff", False):
+        raise PermissionDenied("Only a maintainer reviews changes.")
+    if state not in (ChangeReview.ACKNOWLEDGED, ChangeReview.DISMISSED):
+        raise ValidationError(f"A review acknowledges or dismisses, not {state!r}.")
+    reason = reason.strip()
+    if state == ChangeReview.DISMISSED and not reason:
+        raise ValidationError("Say why the change is dismissed: the reason is kept in the trail.")
+    moved = 0
+    with transaction.atomic():
+        points = changes.values_list("source_id", "cell_key", "provider_key", "publication_id")
+        for source_id, cell_key, provider_key, publication_id in points.order_by().distinct():
+            point = {"source_id": source_id, "cell_key": cell_key,
+                     "provider_key": provider_key, "publication_id": publication_id}  # fmt: skip
+            review = ChangeReview.objects.select_for_update().filter(**point).first()
+            if review is not None and review.state == state:
+                continue
+            before = review.state if review is not None else ""
+            review, _ = ChangeReview.objects.update_or_create(
+                **point,
+                defaults={"state": state, "reason": reason, "reviewed_by": reviewer,
+                          "reviewed_at": timezone.now()},
+            )  # fmt: skip
+            CellChange.objects.filter(**point).update(review=state)
+            change_reviewed.send(
+                sender=ChangeReview, review_id=review.pk, actor_id=reviewer.pk,
+                from_state=before, to_state=state, reason=reason,
+            )  # fmt: skip
+            moved += 1
+    return moved

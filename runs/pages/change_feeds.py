@@ -1,6 +1,7 @@
 """Atom feeds of detected changes, one per watch target: a source, a benchmark, a cell (named
 by one of its runs). A kernel team subscribes to its benchmark's feed; every step (regression
-or improvement) is an entry, newest first, its guid stable across recomputations."""
+or improvement) that a maintainer has not dismissed is an entry, newest publication first, its
+guid stable across recomputations."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class _ChangesFeed(Feed):
         raise NotImplementedError
 
     def items(self, obj):
-        return shown(self.changes(obj).reported().newest_first())[:ENTRIES]
+        return shown(self.changes(obj).alarmed().newest_first())[:ENTRIES]
 
     def item_link(self, item: CellChange) -> str:
         return f"{site_root()}{item.run.get_absolute_url()}#history"

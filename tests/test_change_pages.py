@@ -107,13 +107,14 @@ def test_the_run_page_costs_the_same_with_and_without_changes(client, history):
 def test_a_controlled_rerun_is_drawn_in_its_own_mark():
     svg = history_chart.history_chart(
         chart_id="h", title="t", points=[("a", 100.0), ("b", 110.0), ("c", 105.0)], current=2,
-        y_scale=1, y_unit="ns", y_label="Latency median", tolerance=0.1,
+        y_scale=1, y_unit="ns", y_label="Latency median",
+        bands=[history_chart.Band(0, 1, 90.0, 110.0, "b")],
         marks=[history_chart.Mark(1, "step", "regression", 0.1)],
         rerun=history_chart.Rerun(90.0, "controlled rerun on NVIDIA H100"),
     )  # fmt: skip
     assert svg.count('class="point rerun"') == 1
     assert "Controlled rerun on NVIDIA H100: 90 ns." in svg
-    assert "Tolerance band 94.5 to 115.5 ns." in svg
+    assert "Baseline tested at b: 90 to 110 ns, over a to a." in svg
 
 
 def test_the_source_changes_page_lists_regressions_first_and_groups(client, history):
@@ -305,3 +306,22 @@ def test_each_feed_and_page_order_has_an_index():
     assert ["source_id", "kind", "direction", "grouped"] in changes
     assert ["source_id", "published_at", "sequence", "id"] in indexes("runs_publication")
     assert ["source_id", "verdict"] in indexes("runs_judgedclaim")
+
+
+def test_the_chart_band_is_the_tested_baseline_not_this_runs_median(client, history):
+    """own_kernel, Liger: 1.0 for eight publications, then 1.0, 2.0, 2.0, 2.01; the step at
+    run 9 was tested against the eight points before it (median 1.0 ms ± its threshold), so the
+    band spans those points around 1 ms, not this run's 2 ms."""
+    change = CellChange.objects.get(benchmark__slug="own_kernel", provider_key="liger")
+    html = client.get(f"/runs/{_run('own_kernel', 'liger', 10).public_id}/").content.decode()
+    chart = _chart(html)
+    low, high = change.before * (1 - change.threshold), change.before * (1 + change.threshold)
+    assert (
+        f"Baseline tested at {commit(9)}: {low / 1e6:.4g} to {high / 1e6:.4g} ms, over "
+        f"{commit(1)} to {commit(8)}." in chart
+    )
+    assert low < 1e6 < high < 2e6  # around the baseline, below this run's median
+    (band,) = re.findall(r'<rect class="tolerance-band" x="([\d.]+)"[^>]*width="([\d.]+)"', chart)
+    step = re.findall(r'class="change step regression"><line x1="([\d.]+)"', chart)[0]
+    # The band ends half a slot before the change's line: the change point is outside it.
+    assert float(band[0]) + float(band[1]) < float(step)

@@ -2,8 +2,9 @@
 
 What a reader needs to judge a history at a glance, all labelled: the y axis from zero with
 its unit (a 1.7 % spread stays flat, as it should), the publication (commit) of every point,
-the cell's tolerance as a band around this run's median (what a rerun must land within to
-reproduce it), the changes the rule detected (runs/changes/detect.py), and a controlled
+the changes the rule detected (runs/changes/detect.py), each with the baseline it was tested
+against as a band over the points before it (the baseline median ± the threshold the rule
+applied there: a change point is the first outside its band), and a controlled
 rerun's median in a mark of its own. Like runs/pages/charts.py: a <title> and a <desc> that
 carries every number, text escaped here.
 """
@@ -28,6 +29,17 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Band:
+    """The baseline a change was tested against: points start..end - 1, median ± threshold."""
+
+    start: int  # the first baseline point
+    end: int  # the change point (the band stops before it)
+    low: float  # in the run's unit
+    high: float
+    label: str  # the change's publication
+
+
+@dataclass(frozen=True)
 class Rerun:
     value: float  # in the run's unit
     label: str  # "controlled rerun on NVIDIA H200"
@@ -42,7 +54,7 @@ def history_chart(
     y_scale: float,
     y_unit: str,
     y_label: str,
-    tolerance: float | None = None,
+    bands: list[Band] = (),
     marks: list[Mark] = (),
     rerun: Rerun | None = None,
     width: int = 480,
@@ -52,9 +64,15 @@ def history_chart(
     if len(points) < 2:
         return ""
     values = [v / y_scale for _, v in points]
-    centre = values[current] if current is not None else None
-    band = (centre * (1 - tolerance), centre * (1 + tolerance)) if tolerance and centre else None
-    extra = [*(band or ()), *([rerun.value / y_scale] if rerun else [])]
+    bands = [
+        Band(b.start, b.end, b.low / y_scale, b.high / y_scale, b.label)
+        for b in bands
+        if 0 <= b.start < b.end <= len(points)
+    ]
+    extra = [
+        *(e for b in bands for e in (b.low, b.high)),
+        *([rerun.value / y_scale] if rerun else []),
+    ]
     # Linear from zero whatever the spread (y_axis goes linear once 0 is among the values).
     ticks, _ = y_axis([0.0, *values, *extra])
     frame = _Frame(width, height, len(points), ticks)
@@ -63,9 +81,9 @@ def history_chart(
         f'viewBox="0 0 {width} {height + 22}" aria-labelledby="{chart_id}-t {chart_id}-d">',
         f'<title id="{chart_id}-t">{escape(title)}</title>',
         f'<desc id="{chart_id}-d">'
-        f"{escape(_desc(points, values, y_unit, y_label, ticks, band, marks, rerun, y_scale))}"
+        f"{escape(_desc(points, values, y_unit, y_label, ticks, bands, marks, rerun, y_scale))}"
         "</desc>",
-        *_axes(frame, band, [label for label, _ in points], f"{y_label} ({y_unit})"),
+        *_axes(frame, bands, [label for label, _ in points], f"{y_label} ({y_unit})"),
         *_marks(marks, frame.px, frame.top, frame.plot_h),
         *_series(frame, values, current),
     ]
@@ -76,7 +94,7 @@ def history_chart(
             f'{y + 6:.1f}L{x - 6:.1f} {y:.1f}Z" fill="none" stroke="{RERUN_COLOUR}" '
             f'stroke-width="2"/>'
         )
-    out.append(_legend(height, frame.left, band is not None, rerun))
+    out.append(_legend(height, frame.left, bool(bands), rerun))
     out.append("</svg>")
     return "".join(out)
 
@@ -101,16 +119,18 @@ class _Frame:
         return self.top + self.plot_h - (v - self.lo) / (self.hi - self.lo) * self.plot_h
 
 
-def _axes(f: _Frame, band, labels: list[str], y_title: str) -> list[str]:
+def _axes(f: _Frame, bands: list[Band], labels: list[str], y_title: str) -> list[str]:
     out = [
         f'<rect class="plot-area" x="{f.left}" y="{f.top}" width="{f.plot_w}" '
         f'height="{f.plot_h}" fill="none" stroke="#bbb"/>'
     ]
-    if band:
-        y1, y2 = f.py(min(band[1], f.hi)), f.py(max(band[0], f.lo))
+    for b in bands:
+        y1, y2 = f.py(min(b.high, f.hi)), f.py(max(b.low, f.lo))
+        x = f.left + f.step * b.start
         out.append(
-            f'<rect class="tolerance-band" x="{f.left}" y="{y1:.1f}" width="{f.plot_w}" '
-            f'height="{y2 - y1:.1f}" fill="{BAND_COLOUR}"/>'
+            f'<rect class="tolerance-band" x="{x:.1f}" y="{y1:.1f}" '
+            f'width="{f.step * (b.end - b.start):.1f}" height="{y2 - y1:.1f}" '
+            f'fill="{BAND_COLOUR}"/>'
         )
     for t in f.ticks:
         y = f.py(t)
@@ -178,7 +198,7 @@ def _legend(height: int, left: int, band: bool, rerun: Rerun | None) -> str:
     if band:
         items.append(
             f'<rect x="{left + 160}" y="{y - 10}" width="14" height="10" fill="{BAND_COLOUR}"/>'
-            f'<text x="{left + 178}" y="{y}">tolerance</text>'
+            f'<text x="{left + 178}" y="{y}">baseline</text>'
         )
     if rerun:
         x = left + 262
@@ -189,7 +209,7 @@ def _legend(height: int, left: int, band: bool, rerun: Rerun | None) -> str:
     return f'<g class="legend">{"".join(items)}</g>'
 
 
-def _desc(points, values, unit, y_label, ticks, band, marks, rerun, y_scale) -> str:
+def _desc(points, values, unit, y_label, ticks, bands, marks, rerun, y_scale) -> str:
     text = (
         f"{y_label} ({unit}) in {len(points)} publications, oldest first; axis from "
         f"{ticks[0]:.4g} to {ticks[-1]:.4g} {unit}, values from {min(values):.4g} to "
@@ -197,8 +217,11 @@ def _desc(points, values, unit, y_label, ticks, band, marks, rerun, y_scale) -> 
         + ", ".join(f"{label} {v:.4g}" for (label, _), v in zip(points, values, strict=True))
         + "."
     )
-    if band:
-        text += f" Tolerance band {band[0]:.4g} to {band[1]:.4g} {unit}."
+    for b in bands:
+        text += (
+            f" Baseline tested at {b.label}: {b.low:.4g} to {b.high:.4g} {unit}, over "
+            f"{points[b.start][0]} to {points[b.end - 1][0]}."
+        )
     for m in marks:
         text += f" {m.kind.capitalize()} ({m.direction}, {m.shift:+.0%}) at {points[m.index][0]}."
     if rerun:

@@ -15,7 +15,6 @@ from django.template.loader import render_to_string
 from runs.changes import detect
 from runs.changes.models import CellChange
 from runs.claims import read as claims
-from runs.evidence import tolerance_for
 from runs.manifest.canonical import run_manifest
 from runs.models import Evidence, EvidenceEvent, Run, Source
 from runs.pages import charts, history_chart
@@ -142,7 +141,6 @@ def _judged(run: Run, points: list[dict], per_source: dict[int, int]) -> dict:
     the chart that draws them with the tolerance band and a controlled rerun's median."""
     at = {p["publication_id"]: i for i, p in enumerate(points)}
     changes, series = _detected(run, points, per_source)
-    tolerance = tolerance_for(run)
     rerun = _rerun(run)
     factor, unit_name = charts.unit_scale(run.unit, [p["median"] for p in points])
     svg = history_chart.history_chart(
@@ -154,14 +152,32 @@ def _judged(run: Run, points: list[dict], per_source: dict[int, int]) -> dict:
         y_scale=factor,
         y_unit=unit_name,
         y_label=f"{run.get_metric_display()} median",
-        tolerance=tolerance.value,
+        bands=_baselines(changes, at),
         marks=[
             history_chart.Mark(at[c.publication_id], c.kind, c.direction, c.shift) for c in changes
         ],
         rerun=rerun,
     )
-    return {"svg": svg, "changes": changes, "status": series, "tolerance": tolerance,
-            "rerun": rerun}  # fmt: skip
+    return {"svg": svg, "changes": changes, "status": series, "rerun": rerun}
+
+
+def _baselines(changes: list, at: dict[int, int]) -> list[history_chart.Band]:
+    """Each change's tested baseline as the chart draws it: the median before it ± the
+    threshold the rule applied, over the points it was taken from (up to detect.WINDOW before
+    the change, back to the last lasting step; runs/changes/detect.py, step 3), among those
+    shown."""
+    bands, last_step = [], 0
+    for c in sorted(changes, key=lambda c: at[c.publication_id]):
+        end = at[c.publication_id]
+        start = max(0, end - detect.WINDOW, last_step)
+        if end > start:
+            bands.append(
+                history_chart.Band(start, end, c.before * (1 - c.threshold),
+                                   c.before * (1 + c.threshold), c.publication_slug)
+            )  # fmt: skip
+        if c.kind == CellChange.STEP:
+            last_step = end
+    return bands
 
 
 def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple[list, str | None]:

@@ -8,8 +8,9 @@ Everything runs from the files git tracks (tests/runner_env.py: shipped_copy), n
 checkout, so a file that works here but was never committed, an ignored build output the
 checkout happens to hold, or a dependency only the test extra installs, fails here as it
 fails for the person who clones. The demo loads every shipped source, so this module is slow
-(2 min 13 s on the 2-CPU host, most of it the install and the load; the runner's dependencies
-were already in their folder), and `.ci/run` runs it with the others."""
+(6 min 7 s on the 2-CPU host with other jobs running, 5 min 46 s of it the install and the
+load; the runner's dependencies were already in their folder), and `.ci/run` runs it with the
+others."""
 
 from __future__ import annotations
 

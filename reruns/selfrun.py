@@ -1,5 +1,6 @@
 """Self-run jobs: the job file a person downloads from a run page to re-measure the run on
-their own GPU with the installed runner, and the commands that do it.
+their own GPU with the installed runner, the commands that do it, and the runner's wheel those
+commands install from the site.
 
 A self-run job is the controlled reruns' job document (controlled.job_document_for) under a
 job block that marks it: `selfRun: true`, no nonce from a worker queue. The runner refuses to

@@ -9,6 +9,7 @@ from django.conf import settings
 
 from attestations import tasks
 from attestations.watching.services import new_batch
+from kernelindex.origin import site_root
 from runs.signals import evidence_moved, publications_ingested
 
 logger = logging.getLogger(__name__)
@@ -17,7 +18,10 @@ logger = logging.getLogger(__name__)
 def dispatch(task, **kwargs) -> None:
     """To the workers when there is a broker; without one (a laptop, `manage.py ingest` with
     no REDIS_URL) in this process, as email goes to the console without EMAIL_HOST. An
-    unreachable broker is logged and the task runs here: a notice is not worth losing."""
+    unreachable broker is logged and the task runs here: a notice is not worth losing. The
+    task carries the origin of the links being served (SITE_ROOT in production; under DEBUG
+    without it, the request's or the command's), since a worker has no request to ask."""
+    kwargs["origin"] = site_root()
     if settings.CELERY_BROKER_URL:
         try:
             task.apply_async(kwargs=kwargs, retry=False)

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from kernelindex.origin import command_origin, links_origin
 from runs.services import SOURCES, ingest
 from runs.sources.base import IngestError
 
@@ -18,10 +20,26 @@ class Command(BaseCommand):
         parser.add_argument("source", choices=sorted(SOURCES))
         parser.add_argument("paths", nargs="+", help="files, folders or http(s) URLs")
         parser.add_argument("--no-progress", action="store_true")
+        parser.add_argument(
+            "--site-root",
+            default="",
+            help="origin of the links in the watch emails this import sends, e.g. "
+            "https://kernelindex.example.org (default: SITE_ROOT)",
+        )
 
     def handle(self, *args, source: str, paths: list[str], no_progress: bool, **options):
         show = not no_progress and sys.stderr.isatty()
+        try:
+            origin, why = command_origin(options.get("site_root") or "")
+        except ValueError as exc:
+            raise CommandError(f"--site-root: {exc}") from None
+        if not settings.SITE_ROOT_CONFIGURED or options.get("site_root"):
+            # No request to follow: say which origin the emails link to, never a silent guess.
+            self.stderr.write(f"Links in watch emails: {origin} ({why}).")
+        with links_origin(origin):
+            self._ingest(source, paths, show)
 
+    def _ingest(self, source: str, paths: list[str], show: bool) -> None:
         def progress(rows):
             return tqdm(rows, unit="row", leave=False, disable=not show)
 

@@ -30,6 +30,7 @@ urlpatterns = [
     path("", include("attestations.urls")),
     path("", include("reruns.urls")),
     path("", include("runs.claims.urls")),
+    path("", include("runs.fidelity.urls")),
     path("", include("runs.urls")),
 ]
 

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class RatioSerializer(serializers.Serializer):
+    median = serializers.FloatField(help_text="median of runner/script over the observations")
+    min = serializers.FloatField()
+    max = serializers.FloatField()
+    cells = serializers.IntegerField(help_text="workload cells compared")
+    observations = serializers.IntegerField(help_text="runner results compared (processes)")
+
+
+class MemorySerializer(RatioSerializer):
+    maxDiffMiB = serializers.FloatField(help_text="largest runner - script difference, MiB")
+
+
+class FidelityRowSerializer(serializers.Serializer):
+    kernel = serializers.CharField()
+    provider = serializers.CharField()
+    timed_pass = serializers.CharField(source="pass")
+    metric = serializers.CharField()
+    anchor = serializers.CharField(help_text="the row's id on the page")
+    url = serializers.CharField(help_text="the row on the source's fidelity page")
+    status = serializers.ChoiceField(choices=["established", "not-established", "not-measured"])
+    reason = serializers.CharField()
+    gpu = serializers.CharField(required=False, help_text="the GPU product both ran on")
+    date = serializers.CharField(required=False)
+    calls = serializers.ListField(child=serializers.CharField(), required=False)
+    device_bound = RatioSerializer(
+        source="deviceBound", required=False, allow_null=True, help_text="device-bound latency"
+    )
+    host_bound = RatioSerializer(
+        source="hostBound", required=False, allow_null=True, help_text="host-bound latency"
+    )
+    memory = MemorySerializer(required=False, allow_null=True, help_text="peak memory")
+
+
+class FidelityTableSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    measured = serializers.BooleanField(help_text="whether a fidelity table is committed")
+    batch = serializers.CharField(required=False, help_text="the outputs it was computed from")
+    generated_by = serializers.CharField(source="generatedBy", required=False)
+    upstream_commit = serializers.CharField(source="upstreamCommit", required=False)
+    host = serializers.CharField(required=False)
+    criteria = serializers.DictField(child=serializers.CharField(), required=False)
+    rows = FidelityRowSerializer(many=True)

@@ -1,0 +1,91 @@
+"""The committed fidelity tables (data/fidelity/<source>.json), read once per process."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from django.urls import reverse
+
+FIDELITY_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "fidelity"
+
+ESTABLISHED = "established"
+NOT_ESTABLISHED = "not-established"
+NOT_MEASURED = "not-measured"
+STATUS_WORDS = {
+    ESTABLISHED: "established",
+    NOT_ESTABLISHED: "not established",
+    NOT_MEASURED: "not measured",
+}
+
+
+def anchor(kernel: str, timed_pass: str, metric: str, provider: str) -> str:
+    """A row's id on the page (bench/fidelity/compare.py writes the same one)."""
+    raw = f"{kernel}-{timed_pass}-{metric}-{provider}".lower()
+    return "".join(c if c.isalnum() or c in "_-" else "-" for c in raw)
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """What the table says of one kernel, provider, pass and metric of a source."""
+
+    status: str
+    reason: str
+    url: str
+    gpu: str = ""
+    date: str = ""
+
+    def facts(self) -> dict:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "url": self.url,
+            "gpu": self.gpu,
+            "date": self.date,
+        }
+
+
+@lru_cache(maxsize=16)
+def table(source_slug: str) -> dict | None:
+    """The source's table, or None where none is committed. Slugs are checked against the
+    file names present, so a request's slug never names a path."""
+    files = {p.stem: p for p in FIDELITY_DIR.glob("*.json")}
+    if source_slug not in files:
+        return None
+    return json.loads(files[source_slug].read_text())
+
+
+@lru_cache(maxsize=16)
+def _rows_by_key(source_slug: str) -> dict[tuple, dict]:
+    data = table(source_slug) or {"rows": []}
+    return {(r["kernel"], r["provider"], r["pass"], r["metric"]): r for r in data["rows"]}
+
+
+def page_url(source_slug: str, row_anchor: str = "") -> str:
+    url = reverse("fidelity:source", args=[source_slug])
+    return f"{url}#{row_anchor}" if row_anchor else url
+
+
+def fidelity_of(
+    *, source_slug: str, kernel: str, provider: str, timed_pass: str, metric: str
+) -> Fidelity:
+    """The table's row for the cell's kernel, provider, pass and metric; not measured where
+    the source has no table or the table no row."""
+    row_anchor = anchor(kernel, timed_pass, metric, provider)
+    row = _rows_by_key(source_slug).get((kernel, provider, timed_pass, metric))
+    if row is None:
+        return Fidelity(
+            NOT_MEASURED,
+            "the runner has not been run beside the source's own benchmark script for this "
+            "kernel, provider, pass and metric",
+            page_url(source_slug),
+        )
+    return Fidelity(
+        row["status"],
+        row["reason"],
+        page_url(source_slug, row_anchor),
+        row.get("gpu", ""),
+        row.get("date", ""),
+    )

@@ -1,0 +1,70 @@
+"""The source's fidelity table, as a page and in the API (data/fidelity/<source>.json)."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_safe
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runs.api.views import StrictQueryMixin
+from runs.fidelity import table as fidelity
+from runs.fidelity.serializers import FidelityTableSerializer
+from runs.models import Source
+from runs.read.page_cache import public_page
+
+
+def _source(slug: str) -> Source:
+    source = Source.objects.filter(slug=slug).first()
+    if source is None:
+        raise Http404("No source has this name; the sources are listed on the home page.")
+    return source
+
+
+def _table(source: Source) -> dict:
+    data = fidelity.table(source.slug)
+    if data is None:
+        return {"source": source.slug, "measured": False, "rows": []}
+    rows = [{**r, "url": fidelity.page_url(source.slug, r["anchor"])} for r in data["rows"]]
+    return {**data, "measured": True, "rows": rows}
+
+
+def _counts(rows: list[dict]) -> dict[str, int]:
+    counts = dict.fromkeys(fidelity.STATUS_WORDS.values(), 0)
+    for r in rows:
+        counts[fidelity.STATUS_WORDS[r["status"]]] += 1
+    return counts
+
+
+@require_safe
+@public_page
+def source_fidelity(request: HttpRequest, slug: str) -> HttpResponse:
+    source = _source(slug)
+    data = _table(source)
+    return render(
+        request,
+        "fidelity/source_fidelity.html",
+        {"source": source, "table": data, "counts": _counts(data["rows"])},
+    )
+
+
+@method_decorator(public_page, name="dispatch")
+@extend_schema(
+    summary="A source's fidelity table",
+    description=(
+        "How closely the runner measures what the source's own benchmark script measures, "
+        "run on one machine: per kernel, provider, pass and metric the runner/script ratio of "
+        "the medians on device-bound latency, on host-bound latency and on peak memory "
+        "(median, range, cells), the GPU and date, and a status: established, not "
+        "established (with the reason) or not measured. A timing or memory verdict is given "
+        "only where it is established."
+    ),
+    responses=FidelityTableSerializer,
+)
+class SourceFidelity(StrictQueryMixin, APIView):
+    def get(self, request, slug: str):
+        source = _source(slug)
+        return Response(FidelityTableSerializer(_table(source)).data)

@@ -1,0 +1,87 @@
+"""The fidelity page and API per source (runs/fidelity/): every row of the committed table,
+anchored; linked from the source page; in the API root and schema; a fixed few queries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.factories import SourceFactory
+from tests.pages import queries, text_of
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = json.loads((REPO / "data/fidelity/liger-kernel-ci.json").read_text())
+
+
+@pytest.fixture
+def ci(db):
+    return SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI")
+
+
+def test_the_page_shows_every_row_anchored_with_its_figures(ci, client):
+    response = client.get("/sources/liger-kernel-ci/fidelity/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for row in TABLE["rows"]:
+        assert f'<tr id="{row["anchor"]}" class="fidelity-{row["status"]}">' in html
+    text = text_of(response)
+    established = [r for r in TABLE["rows"] if r["status"] == "established"]
+    assert f"established {len(established)}" in text
+    # A row's figures are the table's: the device-bound ratio of cross_entropy's forward.
+    row = next(r for r in established if r["anchor"] == "cross_entropy-forward-latency-huggingface")
+    stats = row["deviceBound"]
+    assert f"{stats['median']:.3f} ({stats['min']:.3f}-{stats['max']:.3f})" in text
+    assert TABLE["generatedBy"] in text
+
+
+def test_the_source_page_links_to_it(ci, client):
+    html = client.get("/sources/liger-kernel-ci/").content.decode()
+    assert 'href="/sources/liger-kernel-ci/fidelity/"' in html
+
+
+def test_a_source_without_a_table_says_not_measured(db, client):
+    SourceFactory()  # liger-kernel-bench
+    assert "Fidelity not measured" in text_of(client.get("/sources/liger-kernel-bench/fidelity/"))
+    body = client.get("/api/v1/sources/liger-kernel-bench/fidelity/").json()
+    assert body == {"source": "liger-kernel-bench", "measured": False, "rows": []}
+
+
+def test_an_unknown_source_is_a_404_that_says_so(db, client):
+    page = client.get("/sources/nothing-here/fidelity/")
+    assert page.status_code == 404
+    assert "No source has this name" in page.content.decode()
+    api = client.get("/api/v1/sources/nothing-here/fidelity/")
+    assert api.status_code == 404
+    assert "No source has this name" in api.json()["detail"]
+
+
+def test_the_api_gives_each_row_with_its_link(ci, client):
+    body = client.get("/api/v1/sources/liger-kernel-ci/fidelity/").json()
+    assert body["measured"] is True
+    assert len(body["rows"]) == len(TABLE["rows"])
+    by_anchor = {r["anchor"]: r for r in body["rows"]}
+    row = by_anchor["geglu-full-memory-liger"]
+    assert row["url"] == "/sources/liger-kernel-ci/fidelity/#geglu-full-memory-liger"
+    assert row["status"] == "established"
+    assert row["timed_pass"] == "full"
+    committed = next(r for r in TABLE["rows"] if r["anchor"] == "geglu-full-memory-liger")
+    assert row["memory"]["maxDiffMiB"] == committed["memory"]["maxDiffMiB"]
+    assert row["gpu"] == committed["gpu"]
+    assert client.get("/api/v1/sources/liger-kernel-ci/fidelity/?x=1").status_code == 400
+
+
+def test_the_api_root_and_schema_list_it(db, client):
+    paths = [e["path"] for e in client.get("/api/v1/").json()["endpoints"]]
+    assert "/api/v1/sources/{slug}/fidelity/" in paths
+    schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/json").content.decode()
+    assert "FidelityTable" in schema
+
+
+def test_the_page_and_api_ask_a_fixed_few_queries(ci, client, settings):
+    settings.PAGE_CACHE_SECONDS = 0
+    SourceFactory()
+    for url in ("/sources/{}/fidelity/", "/api/v1/sources/{}/fidelity/"):
+        counts = {queries(client, url.format(s)) for s in ("liger-kernel-ci", "liger-kernel-bench")}
+        assert len(counts) == 1 and counts.pop() <= 3, url

@@ -246,7 +246,7 @@ def test_a_changes_page_reads_the_listed_rows_only_and_counts_the_rest(
     assert "12 cells of 4 kernels moved together" in text
     assert "And 7 more cells." in text
     shifts = sorted(c.shift for c in group)
-    assert f"median move {shifts[6] * 100:+.0f} %" in text
+    assert f"of the 12 beyond their thresholds {shifts[6] * 100:+.0f} %" in text
     (rows,) = read
     listed = sorted((c.shift for c in rows), reverse=True)
     # The five largest moves, and the median's row: six rows for twelve changes.

@@ -100,6 +100,12 @@ class CellChange(models.Model):
     threshold = models.FloatField(help_text="Relative threshold the move exceeded")
     # Moved the same way at the same publication as many cells of several kernels.
     grouped = models.BooleanField(default=False)
+    # Of a grouped change: the median move of every cell of its group's kernels between the
+    # group's publication and the one most of its cells moved from, beyond the threshold or
+    # not, and how many cells that is (how far the suite moved, not only the cells picked
+    # for moving far). Set with `grouped` by changes_detect.
+    group_shift = models.FloatField(null=True, blank=True)
+    group_cells = models.PositiveIntegerField(default=0)
     # A maintainer's word on this point (ChangeReview.state, "" if none), copied from the
     # review by changes_detect and by changes_review, so a feed leaves out the dismissed on
     # its own index.

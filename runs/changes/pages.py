@@ -43,7 +43,13 @@ class Group:
     cells: int = 0
     kernels: int = 0
     changes: list = field(default_factory=list)  # the LISTED largest moves
-    median_shift: float = 0.0
+    median_shift: float = 0.0  # of the group's cells, those beyond their thresholds
+    # Of every cell of the group's kernels at the publication, beyond its threshold or not
+    # (how far the suite moved, not only the cells picked for moving far), and how many.
+    all_shift: float | None = None
+    all_cells: int = 0
+    # A transient group's ends: (last publication off the level, cells), most cells first.
+    untils: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def more(self) -> int:
@@ -52,6 +58,10 @@ class Group:
     @property
     def median_shift_text(self) -> str:
         return f"{self.median_shift * 100:+.0f} %"
+
+    @property
+    def all_shift_text(self) -> str:
+        return f"{self.all_shift * 100:+.1f} %" if self.all_shift is not None else ""
 
 
 @dataclass
@@ -136,9 +146,10 @@ def source_publications_with_changes(source: Source):
     )
 
 
-def _listed(publication_ids) -> tuple[list, set[int], set[int]]:
+def _listed(publication_ids) -> tuple[list, set[int], set[int], dict[int, int]]:
     """The changes each list of these publications shows (with what it shows of them), the
-    ids of those listed, and the ids of each group's median move. In each list (a publication's ungrouped regressions, its ungrouped improvements,
+    ids of those listed, the ids of each group's median move, and {id: cells} of one change
+    per end of a transient group (the cells that came back after its `until`). In each list (a publication's ungrouped regressions, its ungrouped improvements,
     its pending points, each of its groups) the LISTED largest moves. Outliers are only
     counted. The lists are cut from the changes' own rows (one window query, no join), then
     only the rows kept are read with what they show."""
@@ -157,18 +168,27 @@ def _listed(publication_ids) -> tuple[list, set[int], set[int]]:
             by_size=Window(RowNumber(), partition_by=one_list, order_by=[Abs(shift).desc(), "id"]),
             by_shift=Window(RowNumber(), partition_by=one_list, order_by=[shift.asc(), "id"]),
             cells=Window(Count("id"), partition_by=one_list),
+            # A transient group's cells per last publication off the level: one row of each.
+            by_end=Window(RowNumber(), partition_by=[*one_list, "until_id"], order_by=["id"]),
+            end_cells=Window(Count("id"), partition_by=[*one_list, "until_id"]),
         )
-        .filter(Q(by_size__lte=LISTED) | Q(by_shift=F("cells") / Value(2) + Value(1)))
-        .values_list("id", "grouped", "by_size", "by_shift", "cells")
+        .filter(
+            Q(by_size__lte=LISTED)
+            | Q(by_shift=F("cells") / Value(2) + Value(1))
+            | Q(grouped=True, kind=CellChange.TRANSIENT, by_end=1)
+        )
+        .values_list("id", "grouped", "kind", "by_size", "by_shift", "cells", "by_end", "end_cells")
     )
-    listed, medians = set(), set()
-    for pk, grouped, by_size, by_shift, cells in cut:
+    listed, medians, ends = set(), set(), {}
+    for pk, grouped, kind, by_size, by_shift, cells, by_end, end_cells in cut:
         if by_size <= LISTED:
             listed.add(pk)
         if grouped and by_shift == cells // 2 + 1:
             medians.add(pk)
-    rows = shown(CellChange.objects.filter(pk__in=listed | medians)).regressions_first()
-    return list(rows), listed, medians
+        if grouped and kind == CellChange.TRANSIENT and by_end == 1:
+            ends[pk] = end_cells
+    rows = shown(CellChange.objects.filter(pk__in=listed | medians | set(ends)))
+    return list(rows.regressions_first()), listed, medians, ends
 
 
 def _sizes(publication_ids) -> list[tuple]:
@@ -207,7 +227,8 @@ def publications_changes(publications: list[Publication]) -> list[PublicationCha
             entry.improvements_count += cells
     groups: dict[tuple, Group] = {}
     seen: set[int] = set()
-    rows, listed, medians = _listed(list(by_pub))
+    rows, listed, medians, ends_of = _listed(list(by_pub))
+    ends: dict[tuple, dict[str, int]] = defaultdict(dict)
     for c in rows:
         entry = by_pub[c.publication_id]
         if c.publication_id not in seen:  # the first listed change names the one before
@@ -222,6 +243,10 @@ def publications_changes(publications: list[Publication]) -> list[PublicationCha
                 entry.groups.append(groups[key])
             if c.pk in medians:
                 groups[key].median_shift = c.shift
+            if c.pk in ends_of:
+                ends[key][c.until.slug] = ends_of[c.pk]
+            if c.group_shift is not None:
+                groups[key].all_shift, groups[key].all_cells = c.group_shift, c.group_cells
             listing = groups[key].changes
         elif c.kind == CellChange.PENDING:
             listing = entry.pending
@@ -231,6 +256,9 @@ def publications_changes(publications: list[Publication]) -> list[PublicationCha
             listing = entry.improvements
         if c.pk in listed:
             listing.append(c)
+    for key, counted in ends.items():
+        if key in groups:
+            groups[key].untils = sorted(counted.items(), key=lambda e: (-e[1], e[0]))
     return [by_pub[p.pk] for p in publications]
 
 

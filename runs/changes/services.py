@@ -16,7 +16,7 @@ what notices are sent for.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -187,8 +187,49 @@ def _regroup(publication_ids: list[int]) -> None:
         if detect.grouped([str(b) for b in benches]):
             together |= Q(publication_id=pub, kind=kind, direction=direction)
     scope = CellChange.objects.filter(publication_id__in=publication_ids)
-    scope.update(grouped=False)
+    scope.update(grouped=False, group_shift=None, group_cells=0)
     scope.filter(together).update(grouped=True)
+    _suite_moves(scope.filter(together))
+
+
+def _suite_moves(grouped) -> None:
+    """Each group's move over every cell of its kernels, not only its own cells: the median
+    of median(publication) / median(previous) - 1 over the cells with a run at both, the
+    previous being the publication most of the group's cells moved from. One query of those
+    publications' runs of those kernels."""
+    groups: dict[tuple, dict] = defaultdict(lambda: {"benches": set(), "previous": Counter()})
+    for pub, kind, direction, bench, previous in grouped.values_list(
+        "publication_id", "kind", "direction", "benchmark_id", "previous_id"
+    ):
+        groups[pub, kind, direction]["benches"].add(bench)
+        groups[pub, kind, direction]["previous"][previous] += 1
+    if not groups:
+        return
+    for g in groups.values():
+        g["from"] = g["previous"].most_common(1)[0][0]
+    medians: dict[int, dict[tuple, int]] = defaultdict(dict)
+    rows = (
+        Run.objects.public()
+        .filter(
+            publication_id__in={p for (p, _, _), g in groups.items() for p in (p, g["from"])},
+            benchmark_id__in=set().union(*(g["benches"] for g in groups.values())),
+        )
+        .order_by()
+        .values_list("publication_id", "benchmark_id", "history_key", "median")
+    )
+    for pub, bench, key, median in rows:
+        medians[pub][bench, key] = median
+    for (pub, kind, direction), g in groups.items():
+        before = medians[g["from"]]
+        shifts = [
+            m / before[k] - 1
+            for k, m in medians[pub].items()
+            if k[0] in g["benches"] and before.get(k)
+        ]
+        if shifts:
+            grouped.filter(publication_id=pub, kind=kind, direction=direction).update(
+                group_shift=statistics.median(shifts), group_cells=len(shifts)
+            )
 
 
 def changes_review(*, changes, reviewer, state: str, reason: str) -> int:

@@ -108,3 +108,19 @@ def test_no_commits_link_without_a_repository_or_between_builds_of_one_commit():
     assert commits_url("", "a", "b") == "" and commits_url(repo, "", "b") == ""
     assert commits_url("https://example.org/x", "a", "b") == ""
     assert commits_url(repo + "/", "a", "b") == f"{repo}/compare/a...b"
+
+
+def test_the_migration_dates_the_publications_and_changes_there_are(two_new):
+    import importlib
+
+    from django.apps import apps
+
+    fill = importlib.import_module("runs.migrations.0016_change_publication_time").fill
+    expected = dict(Publication.objects.values_list("pk", "published_at"))
+    Publication.objects.update(published_at=None)
+    CellChange.objects.update(published_at=None)
+    fill(apps, None)
+    assert dict(Publication.objects.values_list("pk", "published_at")) == expected
+    assert not CellChange.objects.filter(published_at__isnull=True).exists()
+    late = CellChange.objects.get(benchmark__slug="late_kernel", kind=CellChange.STEP)
+    assert late.published_at == expected[late.publication_id]

@@ -62,6 +62,7 @@ def test_new_regressions_come_first_on_the_page_and_in_the_feed(client, two_new)
     first = text.split(f"{commit(12)} since")[1]
     assert first.split("since")[0].strip().startswith(commit(11))
     assert "Regressions (1) Late kernel Liger-Kernel" in first.split("since")[0]
+    assert "· published 2026-03-26" in first.split("since")[0]  # publication 12's own date
     entries = _entries(client.get(FEED).content.decode())
     assert entries[0][0].startswith(f"Regression +60 % at {commit(12)}: Late kernel")
     assert entries[0][1] == "2026-03-26T01:00:00+00:00"  # publication 12's own time

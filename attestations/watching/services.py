@@ -27,6 +27,7 @@ from attestations.watching.models import Notice, Watch
 from kernelindex.origin import site_root
 from runs.changes.models import CellChange
 from runs.models import ComparisonGroup, EvidenceEvent, Publication, Source
+from runs.pages.units import scale
 
 UNSUBSCRIBE_SALT = "kernelindex.watching.unsubscribe"
 # Lines in one email; the rest are counted, with a link to the pages that list them.
@@ -163,7 +164,8 @@ def _change_notice(watch: Watch, batch: str, c: CellChange) -> Notice:
     line = (
         f"{c.direction.capitalize()} {c.shift_text} at {c.publication.slug}: "
         f"{c.benchmark.title} · {run.implementation.display_name} · {run.timed_pass} · "
-        f"{run.metric} · {run.workload.label} · {run.environment.gpu.product}"
+        f"{run.metric} · {run.workload.label} · {run.environment.gpu.product}: "
+        f"{scale(c.before, run.unit)} → {scale(c.after, run.unit)}"
         f"{host if c.grouped else ''}"
     )
     key = f"change:{c.source_id}:{c.cell_key}:{c.provider_key}:{c.publication_id}:{c.direction}"

@@ -59,6 +59,7 @@ def test_ingest_links_emails_to_its_site_root_and_says_so(watched):
     assert "Links in watch emails: http://demo.example:8080 (from --site-root)." in said
     (email,) = mail.outbox
     assert "New publication" in email.body
+    assert "Own kernel" in email.body and ": 1.000 ms → 2.000 ms" in email.body  # in units
     assert _origins(email.body) == {"http://demo.example:8080"}
     assert email.extra_headers["List-Unsubscribe"].startswith("<http://demo.example:8080/")
 

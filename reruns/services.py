@@ -35,7 +35,13 @@ from reruns.models import (
     ResultReceipt,
 )
 from reruns.result_schema import result_problem
-from runs.evidence import NoVerdict, evidence_apply, evidence_withdraw, outcome_decide
+from runs.evidence import (
+    RULE_VERSION,
+    NoVerdict,
+    evidence_apply,
+    evidence_withdraw,
+    outcome_decide,
+)
 from runs.models import Evidence, Run
 from runs.reference import catalogue, plausibility
 from runs.sources.base import IngestError
@@ -589,6 +595,7 @@ def _outcome(job: RerunJob, payload: dict, passed: bool, gpu_spec):
         check_worst=_check_worst(payload),
         checks=(payload.get("correctness") or {}).get("checks"),
         dtype=((payload.get("workload") or {}).get("ran") or {}).get("dtype"),
+        implementation=payload.get("implementation"),
     )
 
 
@@ -608,12 +615,26 @@ def _check_worst(payload: dict) -> float | None:
 
 
 def rejudge_candidates() -> list[int]:
-    """The runs a correctness-rule change can move: those with a recorded verdict from a
-    result whose check failed (the runner's criterion), not yet re-judged."""
-    failed = ResultReceipt.objects.filter(
-        evidence_event__isnull=False, payload__correctness__passed=False
+    """The runs a rule change can move: those with a recorded verdict from a result whose
+    check failed (the runner's criterion, judged by upstream's tolerance), and those at
+    `reproduced` or `not-reproduced` (the fidelity rule can withhold a timing or memory
+    verdict). run_rejudge skips a run already re-judged by this rule."""
+    recorded = ResultReceipt.objects.filter(evidence_event__isnull=False)
+    failed = recorded.filter(payload__correctness__passed=False)
+    settled = recorded.filter(job__run__evidence__in=(Evidence.REPRODUCED, Evidence.NOT_REPRODUCED))
+    return sorted(
+        set(failed.values_list("job__run_id", flat=True))
+        | set(settled.values_list("job__run_id", flat=True))
     )
-    return sorted(set(failed.values_list("job__run_id", flat=True)))
+
+
+def _rejudged_by_this_rule(run: Run) -> bool:
+    newest = run.evidence_events.order_by("-created_at", "-id").first()
+    return (
+        newest is not None
+        and newest.cause.startswith("rejudge:")
+        and (newest.facts or {}).get("ruleVersion") == RULE_VERSION
+    )
 
 
 def run_rejudge(*, run: Run) -> str:
@@ -622,7 +643,8 @@ def run_rejudge(*, run: Run) -> str:
     upstream's own test tolerance) reaches results recorded before it only this way, never by
     an edit of the level.
 
-    1. Skip a run already re-judged (its newest event's cause is "rejudge:").
+    1. Skip a run already re-judged by this rule (its newest event's cause is "rejudge:",
+       its facts' ruleVersion runs.evidence.RULE_VERSION); an older rule's is replayed.
     2. Replay its results in the order they were recorded, from `reported`, as loading them
        again would: each result is decided again (outcome_decide reads the events written so
        far, so independent processes weigh each other as they did), and applied with
@@ -633,8 +655,7 @@ def run_rejudge(*, run: Run) -> str:
 
     Returns "skipped", "withdrawn", or the level the run ends at.
     """
-    newest = run.evidence_events.order_by("-created_at", "-id").first()
-    if newest is not None and newest.cause.startswith("rejudge:"):
+    if _rejudged_by_this_rule(run):
         return "skipped"
     receipts = (
         ResultReceipt.objects.filter(job__run=run, evidence_event__isnull=False)

@@ -40,6 +40,16 @@ The rule, given a verified controlled result for a run (docs/evidence.md has the
    see for its class across processes and days (runs/evidence_power.py); a device-bound
    do_bench figure of fewer than a handful of samples needs independent processes to agree,
    or rests on the device time, else `checked` (runs/evidence_samples.py).
+6. Fidelity (runs/fidelity/): a `reproduced` or `not-reproduced` stands only where the
+   runner is proven to measure what the source's own script measures. A peak memory read
+   without the protocol upstream's `_test_memory` uses (`details.protocol` is not
+   "upstream-resident") is `checked`: that earlier protocol read 322-338 MiB below the script
+   on geglu and swiglu and twice it on DyT torch_compile; so is a DyT torch_compile result
+   with no note of the script's compile state (the runner before it compiled or ran eager
+   each cell as the script's process does). A kernel, provider, pass and metric
+   whose fidelity the source's table gives as not established, or does not give (not
+   measured), is `checked` too, with the reason and the link to its row; the verdict the
+   figures would have given is kept in the facts (`withheld`).
 A `checked` outcome does not overwrite `reproduced` or `not-reproduced`: those already say the
 implementation was re-run and checked, and a correctness check says nothing about speed. The
 exception is a `checked` because independent processes now disagree about the timing
@@ -62,6 +72,7 @@ from django.db import transaction
 
 from kirunner import diagnose
 from runs import evidence_correctness, evidence_power, evidence_samples
+from runs.fidelity import table as fidelity
 from runs.models import Evidence, EvidenceEvent, Run
 from runs.signals import evidence_moved
 
@@ -83,6 +94,13 @@ CHECK_EDGE = 2.0
 TOLERANCE_CEILING = 0.50
 # Published median this many times the GPU's cold device time: the source's host dominated it.
 HOST_DOMINATED_FACTOR = 3.0
+
+# The peak-memory protocol proven equal to upstream's _test_memory (bench/fidelity/README.md);
+# a reading recorded without it gets no verdict (rule 6).
+MEMORY_PROTOCOL = "upstream-resident"
+# Written into every event's facts: re-judging (reruns.services.run_rejudge) replays a run
+# whose newest re-judged event was decided by an older rule.
+RULE_VERSION = "2026-12-05 fidelity"
 
 # Result units -> the run's integer units (ns, bytes).
 UNIT_SCALE = {"ms": 1e6, "us": 1e3, "ns": 1.0, "MiB": 2**20, "B": 1.0}
@@ -193,10 +211,12 @@ def outcome_decide(
     check_worst: float | None = None,
     checks: list | None = None,
     dtype: str | None = None,
+    implementation: dict | None = None,
 ) -> Outcome:
     """Apply the rule above; `facts` records every input it used, for the event.
     `check_worst`: a failed check's largest error over its bound (None: not finite, or not
-    given). `checks`: the result's checked tensors (kirunner.check), `dtype` its workload's."""
+    given). `checks`: the result's checked tensors (kirunner.check), `dtype` its workload's;
+    `implementation` the result's record of what ran (its notes, rule 6)."""
     original_product = run.environment.gpu.product
     measurement = measurement or {}
     facts: dict = {
@@ -206,6 +226,7 @@ def outcome_decide(
         "originalGpuProduct": original_product,
         "metric": run.metric,
         "process": process,
+        "ruleVersion": RULE_VERSION,
     }
     if checks is not None:
         facts["accuracy"] = evidence_correctness.accuracy(checks)
@@ -232,8 +253,77 @@ def outcome_decide(
         return _another_product(run, measurement, gpu_product, facts)
     if run.metric == "memory":
         _memory_readable(measurement, environment)
-        return _verdict(run, measured, measurement, None, facts)
-    return _verdict(run, measured, measurement, _latency_readable(run, measurement, facts), facts)
+        outcome = _verdict(run, measured, measurement, None, facts)
+    else:
+        cls = _latency_readable(run, measurement, facts)
+        outcome = _verdict(run, measured, measurement, cls, facts)
+    return _fidelity_gate(run, measurement, implementation, outcome)
+
+
+def _earlier_harness(run: Run, measurement: dict, implementation: dict | None) -> str:
+    """Why the result was measured by a harness older than the one the fidelity table
+    establishes (bench/fidelity/README.md), or "" where it was not."""
+    if run.metric == "memory":
+        if (measurement.get("details") or {}).get("protocol") != MEMORY_PROTOCOL:
+            return (
+                "peak memory read by the runner's earlier protocol, not as upstream's "
+                "_test_memory reads it (module, inputs and library workspaces resident): "
+                "beside upstream's script that protocol read 322-338 MiB low on geglu "
+                "and swiglu and twice the figure on DyT torch_compile, so this reading "
+                "neither confirms nor refutes the published peak"
+            )
+        return ""
+    notes = (implementation or {}).get("notes") or []
+    compiled_dyt = run.benchmark.slug.startswith("dyt") and (
+        run.implementation.provider_key == "torch_compile"
+    )
+    if compiled_dyt and not any("script" in str(note) for note in notes):
+        return (
+            "DyT torch_compile timed by the runner before it compiled or ran eager each cell "
+            "as the script's process does (the result records no such note): beside the "
+            "script that runner read 0.32-5.43 times its figure on device-bound cells, so "
+            "this figure neither confirms nor refutes the published one"
+        )
+    return ""
+
+
+def _fidelity_gate(
+    run: Run, measurement: dict, implementation: dict | None, outcome: Outcome
+) -> Outcome:
+    """Rule 6: a timing or memory verdict only where the runner's fidelity to the source's
+    own script is established for the kernel, provider, pass and metric (runs/fidelity/),
+    and a peak memory only as upstream's _test_memory reads it."""
+    if outcome.level not in (Evidence.REPRODUCED, Evidence.NOT_REPRODUCED):
+        return outcome
+    found = fidelity.fidelity_of(
+        source_slug=run.source.slug,
+        kernel=run.benchmark.slug,
+        provider=run.implementation.provider_key,
+        timed_pass=run.timed_pass,
+        metric=run.metric,
+    )
+    facts = {**outcome.facts, "fidelity": found.facts()}
+    withheld = {"level": outcome.level, "why": facts.get("why", "")}
+    earlier = _earlier_harness(run, measurement, implementation)
+    if earlier:
+        facts.update(withheld=withheld, earlierHarness=True, why=earlier)
+        return Outcome(Evidence.CHECKED, facts)
+    if found.status == fidelity.ESTABLISHED:
+        return Outcome(outcome.level, facts, outcome.unsettles)
+    figure = "peak-memory" if run.metric == "memory" else "latency"
+    if found.status == fidelity.NOT_MEASURED:
+        why = (
+            f"fidelity not measured: {found.reason}, so a {figure} verdict could blame the "
+            "kernel for a difference between the two harnesses"
+        )
+    else:
+        why = (
+            "fidelity not established: beside the source's own script the runner measured "
+            f"{found.reason}, so its {figure} figure neither confirms nor refutes the "
+            "published one"
+        )
+    facts.update(withheld=withheld, why=why)
+    return Outcome(Evidence.CHECKED, facts)
 
 
 def _upstream_check(
@@ -602,7 +692,7 @@ def evidence_withdraw(*, run: Run, why: str, cause: str, cause_job=None) -> Evid
             outcome=Evidence.REPORTED,
             cause=cause,
             cause_job=cause_job,
-            facts={"withdrawn": True, "why": why},
+            facts={"withdrawn": True, "why": why, "ruleVersion": RULE_VERSION},
         )
         if locked.evidence != Evidence.REPORTED:
             Run.objects.filter(pk=run.pk).update(evidence=Evidence.REPORTED)

@@ -154,6 +154,8 @@ def verdict_facts(event, unit: str):
         "rows": rows,
         "why": facts.get("why", ""),
         "host_dominated": facts.get("hostDominatedFactor"),
+        # The fidelity row the verdict rests on or was withheld for (runs/fidelity/).
+        "fidelity": facts.get("fidelity"),
     }
 
 

@@ -4,7 +4,7 @@
     manage.py rerun export <job-uuid> [--out JOB.json]      the job file the runner reads
     manage.py rerun import <RESULT.json>                    verify and record a signed result
     manage.py rerun load-demo <folder>                      jobs + results + worker-key.json
-    manage.py rerun rejudge                                 re-judge runs with a failed check
+    manage.py rerun rejudge                                 re-judge runs a rule change can move
 
 On the GPU host: python -m kirunner JOB.json --out RESULT.json --sign, with
 KERNELINDEX_WORKER_KEY_ID and KERNELINDEX_WORKER_KEY set to a key the server holds in
@@ -77,8 +77,9 @@ class Command(BaseCommand):
         demo.add_argument("folder")
         sub.add_parser(
             "rejudge",
-            help="re-judge every run with a recorded result whose check failed, by the rule as "
-            "it stands (e.g. upstream's own test tolerance), from the signed figures",
+            help="re-judge every run with a recorded result whose check failed, or at "
+            "reproduced or not-reproduced, by the rule as it stands (upstream's own test "
+            "tolerance, the fidelity table), from the signed figures",
         )
 
     def handle(self, *args, action: str, **options):
@@ -131,7 +132,7 @@ class Command(BaseCommand):
                 done = run_rejudge(run=Run.objects.get(pk=run_id))
             counts[done] = counts.get(done, 0) + 1
         shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to re-judge"
-        self.stdout.write(f"runs re-judged (results whose check failed): {shown}")
+        self.stdout.write(f"runs re-judged: {shown}")
 
     def handle_load_demo(self, *, folder: str, **_):
         """Idempotent: a job already present is reused, a result already recorded skipped."""

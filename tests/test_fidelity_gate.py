@@ -1,0 +1,244 @@
+"""The evidence rule's fidelity gate (runs/evidence.py, rule 6): a timing or memory verdict
+only where the committed fidelity table establishes the runner against the source's script,
+and a peak memory only as upstream's _test_memory reads it; re-judging applies it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from reruns.services import rejudge_candidates, result_record, run_rejudge
+from runs import evidence
+from runs.evidence import outcome_decide
+from runs.fidelity import table as fidelity
+from runs.models import Evidence, EvidenceEvent
+from tests.factories import BenchmarkFactory, RunFactory, SourceFactory
+from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
+
+pytestmark = pytest.mark.fidelity_gate
+REPO = Path(__file__).resolve().parent.parent
+PEAK_MIB = 1610.0
+H100 = "NVIDIA H100"
+
+
+@pytest.fixture(autouse=True)
+def _no_upstream_table(monkeypatch):
+    # The global tolerances (latency 35 %, memory 1 %), not the shipped per-cell table.
+    monkeypatch.setattr(evidence, "_table", lambda: {"cells": {}, "classes": {}})
+
+
+def ci_run(kernel: str, provider: str, timed_pass: str, metric: str, **fields):
+    source = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI")
+    unit = "B" if metric == "memory" else "ns"
+    median = int(PEAK_MIB * 2**20) if metric == "memory" else 385_536
+    return RunFactory(
+        source=source,
+        benchmark=BenchmarkFactory(slug=kernel),
+        provider=provider,
+        timed_pass=timed_pass,
+        metric=metric,
+        unit=unit,
+        median=median,
+        **fields,
+    )
+
+
+def peak(mib: float, protocol: str | None = "upstream-resident") -> dict:
+    details = {"protocol": protocol} if protocol else {}
+    return {"median": mib, "unit": "MiB", "details": details}
+
+
+def device_bound(ms: float) -> dict:
+    return {
+        "median": ms,
+        "unit": "ms",
+        "samples": [ms] * 20,
+        "diagnostics": {
+            "hostEnqueue": {"median": 0.02},
+            "flush": {"median": 0.06},
+            "device": {"median": ms, "p20": ms * 0.995, "p80": ms * 1.005, "method": "cuda-graph"},
+            "clocks": {"before": {"clockEventReasons": 0}, "after": {}},
+        },
+    }
+
+
+def decide(run, measurement, implementation=None):
+    return outcome_decide(
+        run=run,
+        correctness_passed=True,
+        device="cuda",
+        gpu_product=H100,
+        measurement=measurement,
+        environment={"allocatedAtStartBytes": 0},
+        process="p1",
+        implementation=implementation,
+    )
+
+
+def test_old_protocol_memory_is_checked_with_a_link_to_its_row(db):
+    run = ci_run("geglu", "liger", "full", "memory")
+    out = decide(run, peak(PEAK_MIB * 0.8, protocol=None))
+    assert out.level == Evidence.CHECKED
+    assert "earlier protocol" in out.facts["why"]
+    assert "322-338 MiB low" in out.facts["why"]
+    assert out.facts["withheld"]["level"] == Evidence.NOT_REPRODUCED
+    assert (
+        out.facts["fidelity"]["url"] == "/sources/liger-kernel-ci/fidelity/#geglu-full-memory-liger"
+    )
+
+
+def test_new_protocol_memory_on_an_established_row_gets_its_verdict(db):
+    run = ci_run("geglu", "liger", "full", "memory")
+    within = decide(run, peak(PEAK_MIB))
+    assert within.level == Evidence.REPRODUCED
+    assert within.facts["fidelity"]["status"] == fidelity.ESTABLISHED
+    assert "withheld" not in within.facts
+    assert decide(run, peak(PEAK_MIB * 0.8)).level == Evidence.NOT_REPRODUCED
+
+
+def test_device_bound_latency_on_an_established_row_gets_its_verdict(db):
+    run = ci_run("cross_entropy", "huggingface", "forward", "latency")
+    assert decide(run, device_bound(0.385536)).level == Evidence.REPRODUCED
+    assert decide(run, device_bound(0.385536 * 2)).level == Evidence.NOT_REPRODUCED
+
+
+def test_dyt_torch_compile_needs_the_runner_that_compiles_as_the_script(db):
+    """The table establishes the runner that compiles (or runs eager) each DyT cell as the
+    script's process does; a result of the runner before it records no such note."""
+    run = ci_run("dyt_beta=False", "torch_compile", "forward", "latency")
+    before = decide(run, device_bound(0.385536), {"notes": []})
+    assert before.level == Evidence.CHECKED
+    assert "DyT torch_compile timed by the runner before" in before.facts["why"]
+    assert before.facts["withheld"]["level"] == Evidence.REPRODUCED
+    note = "compiled, as in the script's process (one of the first 8 cells it met)"
+    assert decide(run, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
+
+
+def test_a_kernel_not_measured_is_checked_and_says_so(db):
+    run = ci_run("rms_norm", "liger", "forward", "latency")
+    out = decide(run, device_bound(0.385536))
+    assert out.level == Evidence.CHECKED
+    assert out.facts["why"].startswith("fidelity not measured")
+    assert out.facts["withheld"]["level"] == Evidence.REPRODUCED
+    assert out.facts["fidelity"]["url"].endswith("#rms_norm-forward-latency-liger")
+
+
+def test_a_source_without_a_table_is_not_measured(db):
+    run = RunFactory(median=385_536)  # liger-kernel-bench: no table committed
+    out = decide(run, device_bound(0.385536))
+    assert out.level == Evidence.CHECKED
+    assert out.facts["fidelity"] == {
+        "status": fidelity.NOT_MEASURED,
+        "reason": out.facts["fidelity"]["reason"],
+        "url": "/sources/liger-kernel-bench/fidelity/",
+        "gpu": "",
+        "date": "",
+    }
+
+
+def test_a_row_not_established_is_checked_with_its_reason(db, monkeypatch):
+    key = ("cross_entropy", "huggingface", "forward", "latency")
+    row = {
+        "status": fidelity.NOT_ESTABLISHED,
+        "reason": "device-bound runner/script 1.200 (range 1.100-1.300)",
+        "gpu": "NVIDIA H100 80GB HBM3",
+        "date": "2026-12-05",
+    }
+    monkeypatch.setattr(fidelity, "_rows_by_key", lambda slug: {key: row})
+    out = decide(ci_run(*key), device_bound(0.385536))
+    assert out.level == Evidence.CHECKED
+    assert out.facts["why"].startswith("fidelity not established")
+    assert "1.200 (range 1.100-1.300)" in out.facts["why"]
+
+
+def test_a_verdict_shows_its_fidelity_row_on_the_run_page(db, client):
+    run = ci_run("rms_norm", "liger", "forward", "latency")
+    evidence.evidence_apply(
+        run=run, controlled_run=None, outcome=decide(run, device_bound(0.385536)), cause="test"
+    )
+    html = client.get(run.get_absolute_url()).content.decode()
+    assert 'href="/sources/liger-kernel-ci/fidelity/#rms_norm-forward-latency-liger"' in html
+    assert "fidelity not measured" in html
+
+
+@pytest.fixture
+def keys(settings):
+    settings.KERNELINDEX_WORKER_KEYS = TEST_KEYS
+
+
+def _record_memory(run, protocol, monkeypatch):
+    """A peak-memory result recorded as the rule before the gate did (gate off)."""
+    job = job_for(run)
+    envelope = double_result(job)
+    payload = envelope["payload"]
+    payload["device"] = "cuda"
+    payload["environment"]["gpuName"] = "NVIDIA H100 80GB HBM3"
+    payload["environment"]["allocatedAtStartBytes"] = 0
+    # As kirunner records a peak (bench/fidelity/h100-2026-12-05/runner-c/memory-dyt/).
+    payload["measurement"] = {
+        **peak(PEAK_MIB, protocol),
+        "metric": "memory",
+        "timer": "cuda_max_memory_allocated",
+        "quantiles": [0.5, 0.2, 0.8],
+        "values": [PEAK_MIB] * 3,
+        "p20": PEAK_MIB,
+        "p80": PEAK_MIB,
+        "samples": [PEAK_MIB] * 10,
+        "iterations": 10,
+    }
+    with monkeypatch.context() as m:
+        m.setattr(evidence, "_fidelity_gate", lambda run, meas, impl, outcome: outcome)
+        result_record(envelope=sign(json.loads(json.dumps(envelope))))
+    run.refresh_from_db()
+    return run
+
+
+@pytest.mark.parametrize(
+    "protocol,level", [(None, Evidence.CHECKED), ("upstream-resident", Evidence.REPRODUCED)]
+)
+def test_rejudging_applies_the_gate(db, keys, monkeypatch, protocol, level):
+    run = _record_memory(ci_run("geglu", "liger", "full", "memory"), protocol, monkeypatch)
+    assert run.evidence == Evidence.REPRODUCED
+    assert run.pk in rejudge_candidates()
+    assert run_rejudge(run=run) == level
+    latest = EvidenceEvent.objects.latest_for(run)
+    assert latest.cause.startswith("rejudge:")
+    assert latest.facts["ruleVersion"] == evidence.RULE_VERSION
+    assert latest.facts["fidelity"]["url"].endswith("#geglu-full-memory-liger")
+    events = EvidenceEvent.objects.count()
+    assert run_rejudge(run=run) == "skipped"
+    assert EvidenceEvent.objects.count() == events
+
+
+def test_a_run_rejudged_by_an_older_rule_is_replayed(db, keys, monkeypatch):
+    run = _record_memory(ci_run("geglu", "liger", "full", "memory"), None, monkeypatch)
+    EvidenceEvent.objects.create(
+        run=run,
+        from_level=run.evidence,
+        to_level=run.evidence,
+        outcome=run.evidence,
+        cause="rejudge:older",
+        facts={"why": "an older rule"},
+    )
+    assert run_rejudge(run=run) == Evidence.CHECKED
+
+
+def test_the_committed_table_is_what_compare_py_gives():
+    """No figure in data/fidelity is typed by hand: compare.py recomputes it from the
+    outputs under bench/fidelity."""
+    spec = importlib.util.spec_from_file_location("compare", REPO / "bench/fidelity/compare.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    committed = json.loads((REPO / "data/fidelity/liger-kernel-ci.json").read_text())
+    batch = Path(committed["batch"])
+    csvs = sorted((REPO / "data/liger-ci").rglob("*.csv"))
+    assert json.loads(json.dumps(compare.table(batch, "liger-kernel-ci", csvs))) == committed
+    anchors = [r["anchor"] for r in committed["rows"]]
+    assert len(anchors) == len(set(anchors))
+    assert all(
+        r["anchor"] == fidelity.anchor(r["kernel"], r["pass"], r["metric"], r["provider"])
+        for r in committed["rows"]
+    )

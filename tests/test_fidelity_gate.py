@@ -22,6 +22,7 @@ pytestmark = pytest.mark.fidelity_gate
 REPO = Path(__file__).resolve().parent.parent
 PEAK_MIB = 1610.0
 H100 = "NVIDIA H100"
+TABLE_ROWS = json.loads((REPO / "data/fidelity/liger-kernel-ci.json").read_text())["rows"]
 
 
 @pytest.fixture(autouse=True)
@@ -242,3 +243,57 @@ def test_the_committed_table_is_what_compare_py_gives():
         r["anchor"] == fidelity.anchor(r["kernel"], r["pass"], r["metric"], r["provider"])
         for r in committed["rows"]
     )
+
+
+def test_rejudging_a_real_batch_withholds_exactly_what_the_table_does_not_establish(
+    db, monkeypatch
+):
+    """data/reruns/h200-2026-11-30 loaded by the rule before the gate, then re-judged: the
+    levels move only from a verdict to `checked`; every verdict left stands on a row the
+    committed table gives as established; none rests on a peak of the earlier protocol."""
+    from collections import Counter
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from runs.models import Run
+    from runs.services import ingest
+
+    ingest(source_slug="liger-kernel-ci", locations=[str(REPO / "data/liger-ci/02bac05")])
+    ingest(
+        source_slug="liger-kernel-bench",
+        locations=[str(REPO / "data/liger/all_benchmark_data.csv")],
+    )
+    batch = REPO / "data/reruns/h200-2026-11-30"
+    with monkeypatch.context() as m:
+        m.setattr(evidence, "_fidelity_gate", lambda run, meas, impl, outcome: outcome)
+        call_command("rerun", "load-demo", str(batch), stdout=StringIO())
+    originals = Run.objects.exclude(source__slug="kernelindex")
+    before = dict(originals.values_list("pk", "evidence"))
+    settled = (Evidence.REPRODUCED, Evidence.NOT_REPRODUCED)
+    call_command("rerun", "rejudge", stdout=StringIO())
+    after = dict(originals.values_list("pk", "evidence"))
+    moved = Counter((before[pk], after[pk]) for pk in before if before[pk] != after[pk])
+    assert moved, "the batch's old-protocol peaks alone must move"
+    assert all(old in settled and new == Evidence.CHECKED for old, new in moved)
+    established = {
+        (r["kernel"], r["provider"], r["pass"], r["metric"])
+        for r in TABLE_ROWS
+        if r["status"] == fidelity.ESTABLISHED
+    }
+    memory_protocols = {
+        (json.loads(p.read_text())["payload"]["measurement"].get("details") or {}).get("protocol")
+        for p in batch.glob("results/*.json")
+        if json.loads(p.read_text())["payload"]["metric"] == "memory"
+    }
+    assert "upstream-resident" not in memory_protocols
+    for run in originals.filter(evidence__in=settled).select_related("benchmark", "implementation"):
+        cell = (run.benchmark.slug, run.implementation.provider_key, run.timed_pass, run.metric)
+        assert run.source.slug == "liger-kernel-ci" and cell in established, cell
+        assert run.metric == "latency"
+    withheld = originals.filter(pk__in=[pk for pk in before if before[pk] != after[pk]])
+    for run in withheld:
+        latest = EvidenceEvent.objects.latest_for(run)
+        assert latest.facts["withheld"]["level"] in settled
+        assert latest.facts["fidelity"]["url"].startswith(f"/sources/{run.source.slug}/fidelity/")
+    print(f"\nh200-2026-11-30 re-judged: {dict(moved)}")

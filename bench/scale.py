@@ -2,7 +2,7 @@
 
     DJANGO_SETTINGS_MODULE=kernelindex.settings .venv/bin/python bench/scale.py \
         [--runs N] [--sizes 80k,N] [--skip-build | --build-only] [--seconds S]
-        [--pages "label,label"]
+        [--pages "label;label"]
 
 For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m, ...):
 1. Build (resumable; --skip-build only migrates what is there). The first size is the real demo
@@ -1017,7 +1017,7 @@ def one_size(args) -> None:
         )
     pages = pick_pages()
     if args.pages:
-        pages = [(label, urls) for label, urls in pages if label in args.pages.split(",")]
+        pages = [(label, urls) for label, urls in pages if label in args.pages.split(";")]
     queries = count_queries(pages)
     writes = {} if args.pages else after_write()
     for write, figures in writes.items():
@@ -1082,7 +1082,7 @@ def main() -> None:
         "--build-only", action="store_true", help="build the databases, measure nothing"
     )
     parser.add_argument(
-        "--pages", help="comma-separated labels of PAGE_KINDS: those only, no ingest or writes"
+        "--pages", help="labels of PAGE_KINDS, separated by ;: those only, no ingest or writes"
     )
     parser.add_argument("--seconds", type=float, default=6.0, help="page time per figure")
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in a child

@@ -165,6 +165,16 @@ def test_a_verdict_shows_its_fidelity_row_on_the_run_page(db, client):
     assert "fidelity not measured" in html
 
 
+def test_a_peak_of_the_earlier_protocol_says_so_on_the_run_page(db, client):
+    run = ci_run("geglu", "liger", "full", "memory")
+    outcome = decide(run, peak(PEAK_MIB, protocol=None))
+    evidence.evidence_apply(run=run, controlled_run=None, outcome=outcome, cause="test")
+    html = client.get(run.get_absolute_url()).content.decode()
+    assert "peak memory read by the runner&#x27;s earlier protocol" in html
+    assert 'href="/sources/liger-kernel-ci/fidelity/#geglu-full-memory-liger"' in html
+    assert "not the earlier one this result was measured with" in html
+
+
 @pytest.fixture
 def keys(settings):
     settings.KERNELINDEX_WORKER_KEYS = TEST_KEYS

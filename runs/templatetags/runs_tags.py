@@ -156,6 +156,7 @@ def verdict_facts(event, unit: str):
         "host_dominated": facts.get("hostDominatedFactor"),
         # The fidelity row the verdict rests on or was withheld for (runs/fidelity/).
         "fidelity": facts.get("fidelity"),
+        "earlier_harness": facts.get("earlierHarness"),
     }
 
 

@@ -6,6 +6,7 @@ guid stable across recomputations."""
 from __future__ import annotations
 
 from django.contrib.syndication.views import Feed
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
@@ -15,12 +16,25 @@ from runs.changes.models import CellChange
 from runs.changes.pages import shown
 from runs.models import Benchmark, Run, Source
 from runs.pages.units import scale
+from runs.read.freshness import DATA, kept
 
 ENTRIES = 50
 
 
 class _ChangesFeed(Feed):
     feed_type = Atom1Feed
+
+    def __call__(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        # The document reads the run data only (changes and their reviews are rows of runs):
+        # kept under its version, per feed and object. An unknown slug or run raises its 404
+        # before anything is kept.
+        name = f"changes-feed:{type(self).__name__}:{'/'.join(map(str, kwargs.values()))}"
+        content, content_type = kept(name, [DATA], lambda: self._document(request, *args, **kwargs))
+        return HttpResponse(content, content_type=content_type)
+
+    def _document(self, request: HttpRequest, *args, **kwargs) -> tuple[bytes, str]:
+        response = super().__call__(request, *args, **kwargs)
+        return response.content, response["Content-Type"]
 
     def changes(self, obj):
         raise NotImplementedError

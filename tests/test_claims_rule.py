@@ -1,9 +1,11 @@
 """The claim rule (runs/claims/rule.py), table-driven: holds, overstated, understated, reversed,
 a published tie confirmed or broken (never reversed), the wall-clock basis with the device
 time beside it, and the refusals (another GPU product, one side missing, two processes, too
-wide)."""
+wide, a side whose verdict the evidence rule withheld)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -52,6 +54,7 @@ REFUSALS = [
     ("one side missing", side(394, 390), side(687, None, rerun_on=None, process=None), "no controlled rerun"),
     ("two processes", side(394, 390), side(687, 690, process="p2"), "same runner process"),
     ("too wide", side(394, 390, tol=0.6), side(687, 690), "too wide"),
+    ("a side withheld by the fidelity rule", side(394, 390), replace(side(687, 690), withheld="fidelity not measured: x"), "carries no verdict: fidelity not measured"),
 ]  # fmt: skip
 
 
@@ -132,3 +135,19 @@ def test_the_why_shows_a_near_tie_with_a_third_decimal():
                  names=("Liger", "Transformers"))  # fmt: skip
     assert wide.why.startswith("published: Liger 1.74x faster")
     assert "by wall clock: Transformers 1.84x faster" in wide.why
+
+
+def test_a_side_whose_verdict_the_evidence_rule_withheld_carries_its_reason():
+    """runs/claims/services reads each side from its event's facts: an event whose verdict
+    rule 6 withheld (the runner's fidelity not established, an earlier memory protocol)
+    makes a side that the rule refuses, with the event's reason."""
+    from runs.claims.services import _side
+
+    facts = {"measured": 690.0, "tolerance": 0.05, "gpuProduct": H200, "process": "p1"}
+    withheld = {**facts, "withheld": {"level": "reproduced"}, "why": "fidelity not measured: x"}
+    row = {"median": 687.0, "product": H200}
+    kept = _side({**row, "facts": facts}, None)
+    held = _side({**row, "facts": withheld}, None)
+    assert kept.withheld == "" and held.withheld == "fidelity not measured: x"
+    out = judge(side(394, 390), replace(held, process="p1"), metric="latency", ceiling=0.5)
+    assert isinstance(out, Refused) and "fidelity not measured" in out.why

@@ -58,6 +58,9 @@ class Side:
     do_bench: float | None = None  # controlled figures, one unit for both sides
     device: float | None = None
     device_bound: bool = False
+    # Why the evidence rule withheld this side's verdict (its rule 6: the runner's fidelity
+    # to the source's script not established, or a figure of an earlier harness); "" if not.
+    withheld: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,12 @@ def judge(
         return Refused("the two sides were not rerun by the same runner process")
     if max(better.tolerance, other.tolerance) > ceiling:
         return Refused(f"a side's tolerance exceeds {ceiling:.0%}: too wide to judge")
+    # A figure the evidence rule would not judge a run on cannot judge a claim either: an
+    # earlier memory protocol read the two sides low by different amounts (their modules'
+    # weights), so their ratio is as wrong as each figure.
+    for side in (better, other):
+        if side.withheld:
+            return Refused(f"a side's figure carries no verdict: {side.withheld}")
     figures = _figures(better, other, metric)
     if figures is None:
         return Refused("no figure both sides' reruns can be compared by")

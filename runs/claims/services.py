@@ -36,6 +36,7 @@ def _side(row: dict, process: str | None) -> rule.Side:
         do_bench=_number(facts.get("measured")),
         device=_number(facts.get("deviceNs")),
         device_bound=(facts.get("classification") or {}).get("kind") == "device-bound",
+        withheld=facts.get("why", "") if facts.get("withheld") else "",
     )
 
 

@@ -290,3 +290,25 @@ def test_a_run_detail_is_kept_under_the_data_version(client, settings):
     for _ in range(2):
         missing = client.get("/api/v1/runs/zzzzzzzz/")
         assert missing.status_code == 404 and missing.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_benchmark_s_run_count_is_its_current_runs_read_from_the_tallies(client, settings):
+    """/api/v1/benchmarks/ gives each benchmark's current runs from the tallies the write side
+    keeps (runs/tallies.py), not a count over the runs: the same number, with a revision
+    retired, and a statement that never reads runs_run."""
+    settings.PAGE_CACHE_SECONDS = 0
+    run = RunFactory()
+    RunFactory.create_batch(4, benchmark=run.benchmark)
+    Run.objects.filter(pk=run.pk).update(is_current=False)  # a retired revision
+    with CaptureQueriesContext(connection) as seen:
+        listed = client.get("/api/v1/benchmarks/").json()["results"]
+    expected = {
+        b.slug: Run.objects.filter(benchmark=b, is_current=True).count()
+        for b in type(run.benchmark).objects.all()
+    }
+    assert {b["slug"]: b["runs"] for b in listed} == expected
+    assert expected[run.benchmark.slug] == 4
+    detail = client.get(f"/api/v1/benchmarks/{run.benchmark.slug}/").json()
+    assert detail["runs"] == 4
+    assert not any(Run._meta.db_table in q["sql"] for q in seen.captured_queries)

@@ -10,7 +10,7 @@ import re
 from urllib import parse
 
 from django.conf import settings
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
@@ -241,7 +241,7 @@ class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
     filter_backends: list = []
 
     def get_queryset(self):
-        return Benchmark.objects.annotate(n=Count("runs", filter=Q(runs__is_current=True)))
+        return Benchmark.objects.with_run_counts()
 
 
 @method_decorator(public_page, name="dispatch")
@@ -255,7 +255,7 @@ class BenchmarkDetail(StrictQueryMixin, generics.RetrieveAPIView):
     filter_backends: list = []
 
     def get_queryset(self):
-        return Benchmark.objects.annotate(n=Count("runs", filter=Q(runs__is_current=True)))
+        return Benchmark.objects.with_run_counts()
 
 
 class GroupFilterMixin:

@@ -125,3 +125,20 @@ def test_the_migration_dates_the_publications_and_changes_there_are(two_new):
     assert not CellChange.objects.filter(published_at__isnull=True).exists()
     late = CellChange.objects.get(benchmark__slug="late_kernel", kind=CellChange.STEP)
     assert late.published_at == expected[late.publication_id]
+
+
+def test_the_benchmark_page_lists_its_changes_newest_publication_first(client, tmp_path, settings):
+    """A benchmark's changes: the improvement of the newer publication before the regression
+    of an older one (regressions first only within one publication)."""
+    settings.PAGE_CACHE_SECONDS = 0
+    cells = {
+        ("twice", "liger"): [1.0, 1.01, 0.99, 1.0] + [1.6] * 8,  # a regression at 4
+        ("twice", "torch"): [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99] + [0.5] * 3,
+    }
+    write_history(tmp_path, cells)
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    steps = CellChange.objects.filter(benchmark__slug="twice", kind=CellChange.STEP)
+    assert sorted(steps.values_list("direction", flat=True)) == ["improvement", "regression"]
+    text = text_of(client.get("/benchmarks/twice/"))
+    listed = text.split("Changes across upstream publications", 1)[1]
+    assert listed.index(commit(9)) < listed.index(commit(4)), listed[:600]

@@ -79,6 +79,11 @@ class CellChangeQuerySet(models.QuerySet):
         are read first and alone). Never by detection: a re-detection replaces the rows."""
         return self.order_by("-published_at", "-id")
 
+    def newest_regressions_first(self) -> CellChangeQuerySet:
+        """Newest publication first by upstream's time (newest_first), and within one
+        publication ungrouped regressions first (regressions_first): a benchmark's list."""
+        return self.regressions_first().order_by("-published_at", "_order", "-_size", "id")
+
     def regressions_first(self) -> CellChangeQuerySet:
         """Ungrouped regressions, then ungrouped improvements, then the grouped, each by the
         size of the move."""

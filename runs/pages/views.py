@@ -288,14 +288,14 @@ CHANGES_SHOWN = 20
 
 def _benchmark_changes(benchmark: Benchmark, params) -> str:
     """The benchmark's detected steps, narrowed to the source, GPU, pass and metric the page
-    shows when its query names them (all of them choices the body is kept by); ungrouped
-    regressions first. Two queries whatever the data."""
+    shows when its query names them (all of them choices the body is kept by); newest
+    publication first, ungrouped regressions first within one. Two queries whatever the data."""
     narrowed = {"source": params.get("source"), "gpu": params.get("gpu"),
                 "timed_pass": params.get("pass"), "metric": params.get("metric")}  # fmt: skip
     changes = CellChange.objects.reported().of_benchmark(benchmark).narrowed_to(**narrowed)
     context = {
         "benchmark": benchmark,
-        "changes": list(changes.with_related().regressions_first()[:CHANGES_SHOWN]),
+        "changes": list(changes.with_related().newest_regressions_first()[:CHANGES_SHOWN]),
         "total": changes.count(),
         "narrowed": any(narrowed.values()),
     }

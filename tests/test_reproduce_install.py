@@ -165,17 +165,9 @@ def test_end_to_end_job_file_runner_upload_moderation_page(
 
     from attestations import services
     from attestations.models import Attestation
-    from runs.models import Run
     from tests.factories_community import login_staff, make_staff, verify_email
 
-    run = (
-        Run.objects.public()
-        .with_related()
-        .filter(benchmark__slug="rms_norm", implementation__provider_key="huggingface",
-                timed_pass="forward", metric="latency")
-        .order_by("median")
-        .first()
-    )  # fmt: skip
+    run = _cpu_run()
     evidence = run.evidence
     page = client.get(run.get_absolute_url()).content.decode()
     job_url = re.search(r'href="(/runs/[0-9a-f]+/job\.json)"', page).group(1)

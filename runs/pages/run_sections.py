@@ -68,7 +68,7 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     # Any write to the run data moves the version, so a kept run is still the current one.
     # Kept in this process only: readers arriving from links each ask for another run, so
     # storing every cold page's 30 KB in the shared cache cost each a round trip and Redis its
-    # work (about 8 % of the random run page's throughput at 1M runs, docs/performance.md)
+    # work (about 8 % of the random run page's throughput at 1M runs, measured at 164d472)
     # for an entry another process seldom reads. Anonymous readers of a page asked for before
     # get it whole from the shared page cache; this copy serves the same process's signed-in
     # readers, the manifest and the page after a write about the run.

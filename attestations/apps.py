@@ -5,9 +5,10 @@ class AttestationsConfig(AppConfig):
     name = "attestations"
     verbose_name = "Community"
     default_auto_field = "django.db.models.BigAutoField"
-    # Read by runs.read.freshness. Attestations appear on run pages, so a write moves the data
-    # version; tokens change on every API call (their last use) and watches and notices are
-    # private to their user, so bumping the version for them would only empty the cache.
+    # Read by runs.read.freshness. Attestations appear on run pages, so a write moves the
+    # version of the run it names (run:<id>, else activity:unscoped) and activity:attestations,
+    # never the run data's; tokens change on every API call (their last use) and watches and
+    # notices are private to their user, so moving a version for them would only empty the cache.
     public_data = True
     private_models = ("apitoken", "watch", "notice")
 

@@ -4,7 +4,9 @@ from django.apps import AppConfig
 class RerunsConfig(AppConfig):
     name = "reruns"
     verbose_name = "Controlled reruns"
-    # Jobs and results appear on run pages: a write moves the data version (runs.read.freshness).
+    # Jobs and results appear on run pages: a write moves the version of the run it names
+    # (run:<id>, else activity:unscoped) and activity:reruns, never the run data's
+    # (runs.read.freshness).
     public_data = True
 
     def ready(self) -> None:

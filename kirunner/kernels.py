@@ -11,116 +11,16 @@ the result's implementation notes.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from . import reference as ref
-from .impls import ImplInfo, Unavailable, dist_version, load_liger, load_transformers
-from .workload import DTYPE_NAMES, Param, WorkloadError, resolve_params
-
-if TYPE_CHECKING:
-    import torch
+from .building import Impl, KernelSpec, hf_info, randn, torch_dtype, torch_info
+from .families import FAMILY_SPECS
+from .impls import Unavailable, load_liger, load_transformers
+from .workload import Param, WorkloadError
 
 __all__ = ["KERNELS", "Impl", "KernelSpec", "get_spec"]
-
-Tensors = dict[str, "torch.Tensor"]
-
-
-@dataclass
-class Impl:
-    """A ready-to-call implementation of one kernel for one provider."""
-
-    forward: Callable[[Tensors], tuple[torch.Tensor, ...]]
-    info: ImplInfo
-    module: Any = None  # nn.Module whose parameters also get gradient checks
-    eps: float | None = None  # the epsilon the module really uses (reference must match)
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    name: str
-    script: str
-    providers: tuple[str, ...]
-    upstream_rep: int  # the rep= each speed call of the upstream script passes to do_bench
-    style: str  # timing/memory protocol, see protocol.py
-    params: tuple[Param, ...]
-    inputs: tuple[str, ...]  # differentiable inputs, in the order the outputs' grads are checked
-    outputs: tuple[str, ...]
-    derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    small_caps: Mapping[str, int] = field(default_factory=dict)
-    memory_style: str | None = None  # the memory function's recipe, where it differs
-
-    def memory_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors | None:
-        """The memory function's tensors where they differ from the speed function's."""
-        return None
-
-    # -- workload -------------------------------------------------------------------------
-    def resolve(self, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        resolved = resolve_params(self.name, self.params, given, derived=self.derived)
-        values = resolved.values
-        self.validate(values)
-        return values, resolved.unused
-
-    def validate(self, wl: dict[str, Any]) -> None:
-        return None
-
-    def scale_down(self, wl: dict[str, Any]) -> dict[str, Any]:
-        """Shrink sizes for a CPU run, keeping dtype and all divisibility the kernel needs."""
-        small = dict(wl)
-        for key, cap in self.small_caps.items():
-            if isinstance(small.get(key), int):
-                small[key] = min(small[key], cap)
-        return small
-
-    # -- tensors --------------------------------------------------------------------------
-    def make_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors:
-        raise NotImplementedError
-
-    def views(self, leaves: Tensors) -> Tensors:
-        """What the implementation is called with, made from the leaf tensors."""
-        return dict(leaves)
-
-    def build(self, wl: dict[str, Any], provider: str, device: Any, revision: str | None) -> Impl:
-        raise NotImplementedError
-
-    def reference(self, views: Tensors, params: Tensors, wl: dict[str, Any], impl: Impl) -> tuple:
-        raise NotImplementedError
-
-
-def torch_dtype(label: str) -> torch.dtype:
-    import torch
-
-    return getattr(torch, DTYPE_NAMES[label])
-
-
-def _randn(shape: tuple[int, ...], dtype: Any, device: Any, gen: Any) -> torch.Tensor:
-    import torch
-
-    return torch.randn(shape, dtype=dtype, device=device, generator=gen)
-
-
-def _torch_info(what: str, notes: list[str] | None = None) -> ImplInfo:
-    v = dist_version("torch")
-    import torch
-
-    return ImplInfo(
-        package="torch",
-        requested_revision=None,
-        used_revision=getattr(torch, "__version__", v),
-        module=what,
-        notes=notes or [],
-    )
-
-
-def _hf_info(module: str, version: str | None, notes: list[str] | None = None) -> ImplInfo:
-    return ImplInfo(
-        package="transformers",
-        requested_revision=None,
-        used_revision=version,
-        module=module,
-        notes=notes or [],
-    )
 
 
 _DTYPE = Param("dtype", kind="dtype")
@@ -168,8 +68,8 @@ class RopeSpec(_RopeBase):
         dtype, d = torch_dtype(wl["dtype"]), self.head_dim(wl)
         # Upstream allocates (1, seq, heads, d) and benchmarks its transpose(1, 2) view.
         return {
-            "q": _randn((1, wl["seq"], wl["q_heads"], d), dtype, device, gen),
-            "k": _randn((1, wl["seq"], wl["kv_heads"], d), dtype, device, gen),
+            "q": randn((1, wl["seq"], wl["q_heads"], d), dtype, device, gen),
+            "k": randn((1, wl["seq"], wl["kv_heads"], d), dtype, device, gen),
         }
 
     def views(self, leaves):
@@ -208,7 +108,7 @@ class RopeSpec(_RopeBase):
 
             return Impl(
                 fwd,
-                _hf_info(
+                hf_info(
                     "transformers.models.llama.modeling_llama.apply_rotary_pos_emb",
                     hf_version,
                     notes,
@@ -233,8 +133,8 @@ class Llama4RopeSpec(_RopeBase):
     def make_inputs(self, wl, device, gen):
         dtype, d = torch_dtype(wl["dtype"]), self.head_dim(wl)
         return {
-            "q": _randn((1, wl["seq"], wl["q_heads"], d), dtype, device, gen),
-            "k": _randn((1, wl["seq"], wl["kv_heads"], d), dtype, device, gen),
+            "q": randn((1, wl["seq"], wl["q_heads"], d), dtype, device, gen),
+            "k": randn((1, wl["seq"], wl["kv_heads"], d), dtype, device, gen),
         }
 
     def build(self, wl, provider, device, revision):
@@ -265,7 +165,7 @@ class Llama4RopeSpec(_RopeBase):
 
             return Impl(
                 fwd,
-                _hf_info(
+                hf_info(
                     "transformers.models.llama4.modeling_llama4.apply_rotary_emb", hf_version, notes
                 ),
             )
@@ -315,14 +215,14 @@ def _script_llama_rms_norm(hidden: int, eps: float) -> Any:
 @dataclass(frozen=True)
 class RmsNormSpec(KernelSpec):
     def make_inputs(self, wl, device, gen):
-        return {"x": _randn((wl["M"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn((wl["M"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
 
         if provider == "huggingface":
             module = _script_llama_rms_norm(wl["hidden"], wl["eps"]).to(device)
-            info = _torch_info(
+            info = torch_info(
                 "LlamaRMSNorm as defined in Liger-Kernel benchmark_rms_norm.py (re-implemented in kirunner)"
             )
         else:
@@ -341,7 +241,7 @@ class RmsNormSpec(KernelSpec):
 @dataclass(frozen=True)
 class LayerNormSpec(KernelSpec):
     def make_inputs(self, wl, device, gen):
-        return {"x": _randn((wl["M"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn((wl["M"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
@@ -349,7 +249,7 @@ class LayerNormSpec(KernelSpec):
         if provider == "huggingface":
             # The script's 'huggingface' line is torch.nn.LayerNorm.
             module = torch.nn.LayerNorm(wl["hidden"], eps=wl["eps"]).to(device)
-            info = _torch_info("torch.nn.LayerNorm")
+            info = torch_info("torch.nn.LayerNorm")
             eps = module.eps
         else:
             mod, info = load_liger(
@@ -380,7 +280,7 @@ class GatedMlpSpec(KernelSpec):
 
     def make_inputs(self, wl, device, gen):
         return {
-            "x": _randn(
+            "x": randn(
                 (wl["batch"], wl["seq"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen
             )
         }
@@ -401,7 +301,7 @@ class GatedMlpSpec(KernelSpec):
             llama, _ = load_transformers("transformers.models.llama.modeling_llama")
             with torch.device(device):
                 module = llama.LlamaMLP(config=config)
-            info = _hf_info("transformers.models.llama.modeling_llama.LlamaMLP", hf_version)
+            info = hf_info("transformers.models.llama.modeling_llama.LlamaMLP", hf_version)
         else:
             mod, info = load_liger(
                 self.liger_module, revision, device_type=torch.device(device).type
@@ -433,7 +333,7 @@ class CrossEntropySpec(KernelSpec):
         import torch
 
         rows = wl["batch"] * wl["seq"]
-        logits = _randn((rows, wl["vocab"]), torch_dtype(wl["dtype"]), device, gen)
+        logits = randn((rows, wl["vocab"]), torch_dtype(wl["dtype"]), device, gen)
         target = torch.randint(wl["vocab"], (rows, 1), device=device, generator=gen).squeeze(1)
         return {"logits": logits, "target": target}
 
@@ -443,7 +343,7 @@ class CrossEntropySpec(KernelSpec):
         if provider == "huggingface":
             # The script's 'huggingface' line is torch.nn.CrossEntropyLoss.
             loss = torch.nn.CrossEntropyLoss(ignore_index=wl["ignore_index"])
-            info = _torch_info("torch.nn.CrossEntropyLoss")
+            info = torch_info("torch.nn.CrossEntropyLoss")
         else:
             mod, info = load_liger(
                 "liger_kernel.transformers.cross_entropy",
@@ -569,17 +469,8 @@ KERNELS: dict[str, KernelSpec] = {
         ),
     )
 }
-
-
-def _families() -> None:
-    # Kernels added per family, one module each (kirunner/families/); imported here so that
-    # KERNELS is the one registry.
-    from .families import FAMILY_SPECS
-
-    KERNELS.update({spec.name: spec for spec in FAMILY_SPECS})
-
-
-_families()
+# Kernels added per family, one module each (kirunner/families/): KERNELS is the one registry.
+KERNELS.update({spec.name: spec for spec in FAMILY_SPECS})
 
 
 def get_spec(name: str) -> KernelSpec:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from .kernels import Impl, KernelSpec
+    from .building import Impl, KernelSpec
 
 __all__ = ["memory_closure", "speed_closure"]
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..building import Impl, KernelSpec, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 from .divergence import reference_jsd
 from .fused_linear_jsd import LMHeadImpl, _rand
@@ -149,7 +149,7 @@ class DistillSpec(KernelSpec):
             notes = list(_NOTES)
             if self.name == "distill_cosine_loss":
                 notes.append("HFCosineLoss's print of the logits' shape per call left out")
-            info = _torch_info(f"{what} of Liger-Kernel test/chunked_loss at 02bac05", notes)
+            info = torch_info(f"{what} of Liger-Kernel test/chunked_loss at 02bac05", notes)
         else:
             mod, info = load_liger(
                 f"liger_kernel.chunked_loss.{module_name}",

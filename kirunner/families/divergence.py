@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..check import SignAtTies
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param
 
 JSD_BETA = 0.5  # LigerJSD's and TorchJSD's default, which the script keeps
@@ -116,9 +116,9 @@ class DivergenceSpec(KernelSpec):
     def make_inputs(self, wl, device, gen):
         shape = (wl["batch"] * wl["seq"], wl["vocab"])
         dtype = torch_dtype(wl["dtype"])
-        x = _randn(shape, dtype, device, gen)
+        x = randn(shape, dtype, device, gen)
         # Only the transformed target is kept, as upstream keeps it (memory rows count it).
-        target = getattr(_randn(shape, dtype, device, gen), self._recipe()[1])(dim=-1)
+        target = getattr(randn(shape, dtype, device, gen), self._recipe()[1])(dim=-1)
         return {"x": x, "target": target}
 
     def views(self, leaves):
@@ -139,12 +139,12 @@ class DivergenceSpec(KernelSpec):
             loss = cls() if self.name == "jsd" else cls(reduction="batchmean")
         elif self.name == "kl_div":
             loss = torch.nn.KLDivLoss(reduction="batchmean")
-            info = _torch_info('torch.nn.KLDivLoss(reduction="batchmean")')
+            info = torch_info('torch.nn.KLDivLoss(reduction="batchmean")')
         else:
             loss = torch_jsd() if self.name == "jsd" else torch_tvd()
             script = f"benchmark_{self.name}.py"
             what = "TorchJSD" if self.name == "jsd" else "TorchTVDLoss(reduction='batchmean')"
-            info = _torch_info(f"{what} as defined in Liger-Kernel {script} at 02bac05")
+            info = torch_info(f"{what} as defined in Liger-Kernel {script} at 02bac05")
         return Impl(lambda v: (loss(v["x"], v["target"]),), info)
 
     def reference(self, views, params, wl, impl):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import Unavailable, load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
 # The script's torch_compile cells in the order its process meets them: beta False then True
@@ -108,7 +108,7 @@ class DytSpec(KernelSpec):
             raise WorkloadError(f"{self.name} has beta={self.beta}, the job says beta={wl['beta']}")
 
     def make_inputs(self, wl, device, gen):
-        return {"x": _randn((wl["bt"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn((wl["bt"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         """The script builds all three providers' modules for every cell (torch, the one it
@@ -138,7 +138,7 @@ class DytSpec(KernelSpec):
             info = liger_info
         elif provider == "torch":
             module = call = torch_module
-            info = _torch_info(what, notes)
+            info = torch_info(what, notes)
         else:
             module = compiled_module
             call = torch.compile(module)
@@ -159,7 +159,7 @@ class DytSpec(KernelSpec):
                 )
             else:
                 notes.append("a cell the script does not run: compiled at its first call")
-            info = _torch_info("torch.compile of " + what, notes)
+            info = torch_info("torch.compile of " + what, notes)
         if liger_missing:
             info.notes.append(
                 f"the script's LigerDyT companion module was not built: {liger_missing}"

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param
 
 IGNORE_INDEX = -100  # both heads' default, which the script keeps
@@ -42,7 +42,7 @@ class FusedLinearCrossEntropySpec(KernelSpec):
     def make_inputs(self, wl, device, gen):
         import torch
 
-        x = _randn((wl["bt"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)
+        x = randn((wl["bt"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)
         target = torch.randint(0, wl["V"], (wl["bt"], 1), device=device, generator=gen).squeeze(1)
         return {"x": x, "target": target}
 
@@ -53,7 +53,7 @@ class FusedLinearCrossEntropySpec(KernelSpec):
         other = _linear(wl, device)  # the other provider's head: live upstream too
         if provider == "huggingface":
             ce = torch.nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
-            info = _torch_info(
+            info = torch_info(
                 "TorchLMHeadCE as defined in Liger-Kernel "
                 "benchmark_fused_linear_cross_entropy.py at 02bac05",
                 list(_NOTES),

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..building import Impl, KernelSpec, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _torch_info, torch_dtype
 from ..workload import Param
 from .divergence import JSD_BETA, reference_jsd, torch_jsd
 
@@ -89,7 +89,7 @@ class FusedLinearJsdSpec(KernelSpec):
         student, teacher = _heads(wl, device)
         if provider == "torch":
             module = torch_lm_head_jsd(student, teacher, torch_dtype(wl["dtype"]))
-            info = _torch_info(
+            info = torch_info(
                 "TorchLMHeadJSD as defined in Liger-Kernel benchmark_fused_linear_jsd.py at 02bac05"
             )
             return LMHeadImpl(

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
 
@@ -57,7 +57,7 @@ class GroupNormSpec(KernelSpec):
 
     def make_inputs(self, wl, device, gen):
         shape = (wl["M"], wl["C"], wl["hidden"])
-        return {"x": _randn(shape, torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn(shape, torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
@@ -66,7 +66,7 @@ class GroupNormSpec(KernelSpec):
             module = torch.nn.GroupNorm(
                 num_groups=self.groups(wl), num_channels=wl["C"], eps=wl["eps"]
             ).to(device)
-            info = _torch_info("torch.nn.GroupNorm")
+            info = torch_info("torch.nn.GroupNorm")
         else:
             mod, info = load_liger(
                 "liger_kernel.transformers.group_norm",

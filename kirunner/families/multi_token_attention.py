@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
 
@@ -147,7 +147,7 @@ class MultiTokenAttentionSpec(KernelSpec):
 
     def make_inputs(self, wl, device, gen):
         shape = (wl["batch"], wl["C_in"], wl["seq"], wl["seq"])
-        return {"x": _randn(shape, torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn(shape, torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
@@ -155,7 +155,7 @@ class MultiTokenAttentionSpec(KernelSpec):
         if provider == "torch":
             module = torch_multi_token_attention(wl, device, self.sparse)
             what = "TorchSparseMultiTokenAttention" if self.sparse else "TorchMultiTokenAttention"
-            info = _torch_info(
+            info = torch_info(
                 f"{what} (Liger-Kernel {self.script.rsplit('/', 1)[-1]} at 02bac05, "
                 "re-implemented in kirunner)"
             )

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
 
@@ -137,7 +137,7 @@ class NeighborhoodAttentionSpec(KernelSpec):
 
     def make_inputs(self, wl, device, gen):
         shape = (wl["batch"], wl["seq"], wl["hidden"])
-        return {"x": _randn(shape, torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn(shape, torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
@@ -145,7 +145,7 @@ class NeighborhoodAttentionSpec(KernelSpec):
         dims = {"kernel_size": wl["kernel_size"], "dilation": wl["dilation"], "bias": wl["bias"]}
         if provider == "torch":
             module = torch_neighborhood_attention(wl["hidden"], wl["heads"], **dims)
-            info = _torch_info(
+            info = torch_info(
                 "TorchNeighborhoodAttention (Liger-Kernel benchmark_fused_neighborhood_attention.py "
                 "at 02bac05, re-implemented in kirunner)"
             )

@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
 BETA, ALPHA = 0.1, 1.0  # every default the scripts keep
@@ -220,7 +220,7 @@ class PairedPreferenceSpec(KernelSpec):
         import torch
 
         shape = (wl["batch"], wl["seq"], wl["hidden"])
-        x = _randn(shape, torch_dtype(wl["dtype"]), device, gen)
+        x = randn(shape, torch_dtype(wl["dtype"]), device, gen)
         target = torch.randint(0, wl["V"], shape[:2], device=device, generator=gen)
         return {"x": x, "target": target}
 
@@ -239,7 +239,7 @@ class PairedPreferenceSpec(KernelSpec):
                                          average=False)  # fmt: skip
 
             what = f"TorchLMHeadCPO of Liger-Kernel test/chunked_loss/{test}.py at 02bac05"
-            info, average, gamma = _torch_info(what), False, 0.0
+            info, average, gamma = torch_info(what), False, 0.0
         else:
             mod, info = load_liger(
                 f"liger_kernel.chunked_loss.{module_name}",

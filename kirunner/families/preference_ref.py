@@ -38,8 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param
 from .preference import PerCallHead, even_batch, hf_alignment_loss, lm_head, reference_logps
 
@@ -124,17 +124,17 @@ class RefPreferenceSpec(KernelSpec):
         import torch
 
         dtype, shape = torch_dtype(wl["dtype"]), (wl["batch"], wl["seq"], wl["hidden"])
-        x = _randn(shape, dtype, device, gen)
+        x = randn(shape, dtype, device, gen)
         if self.name == "dpo_loss":
-            ref_x = _randn(shape, dtype, device, gen)
+            ref_x = randn(shape, dtype, device, gen)
         target = torch.randint(0, wl["V"], shape[:2], device=device, generator=gen)
         out = {"x": x, "target": target}
         if self.name == "kto_loss":
             out["labels"] = torch.randint(0, 2, (wl["batch"],), device=device, generator=gen).bool()
-            out["kl"] = _randn((1,), dtype, device, gen)
+            out["kl"] = randn((1,), dtype, device, gen)
         _pad_with_ignored(target, wl, device, gen)
         if self.name == "kto_loss":
-            ref_x = _randn(shape, dtype, device, gen)
+            ref_x = randn(shape, dtype, device, gen)
         out["ref_x"] = ref_x
         return out
 
@@ -169,7 +169,7 @@ class RefPreferenceSpec(KernelSpec):
                     ref=(v["ref_x"], m.ref_lin.weight, m.ref_lin.bias), beta=wl["beta"],
                 )  # fmt: skip
 
-            info = _torch_info(
+            info = torch_info(
                 "TorchLMHeadDPO of Liger-Kernel test/chunked_loss/test_dpo_loss.py at 02bac05"
             )
         else:
@@ -207,7 +207,7 @@ class RefPreferenceSpec(KernelSpec):
                     unpaired=True, ref=ref, labels=v["labels"], beta=wl["beta"], kl=v["kl"],
                 )[0],)  # fmt: skip
 
-            info = _torch_info(
+            info = torch_info(
                 "TorchLMHeadKTO of Liger-Kernel benchmark_kto_loss.py at 02bac05 (HFKTOLoss)"
             )
             average = True

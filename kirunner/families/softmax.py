@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param
 
 
@@ -32,18 +32,18 @@ def reference_softmax(x):
 @dataclass(frozen=True)
 class SoftmaxSpec(KernelSpec):
     def make_inputs(self, wl, device, gen):
-        return {"x": _randn((wl["M"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn((wl["M"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
 
     def memory_inputs(self, wl, device, gen):
         # `torch.randn(shape, ...)` with shape = input.x = N: one row of N elements.
-        return {"x": _randn((wl["hidden"],), torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn((wl["hidden"],), torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
 
         if provider == "torch":
             module = torch.nn.Softmax(dim=-1).to(device)
-            info = _torch_info("torch.nn.Softmax(dim=-1)")
+            info = torch_info("torch.nn.Softmax(dim=-1)")
         else:
             mod, info = load_liger(
                 "liger_kernel.transformers.softmax", revision, device_type=torch.device(device).type

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..check import AtSupportEdge, SupportScaled
 from ..impls import load_liger
-from ..kernels import Impl, KernelSpec, _randn, _torch_info, torch_dtype
 from ..workload import Param, WorkloadError
 
 
@@ -88,7 +88,7 @@ class SparsemaxSpec(KernelSpec):
 
     def make_inputs(self, wl, device, gen):
         shape = (wl["batch"] * wl["seq"], wl["V"])
-        return {"x": _randn(shape, torch_dtype(wl["dtype"]), device, gen)}
+        return {"x": randn(shape, torch_dtype(wl["dtype"]), device, gen)}
 
     def build(self, wl, provider, device, revision):
         import torch
@@ -102,7 +102,7 @@ class SparsemaxSpec(KernelSpec):
             module = mod.LigerSparsemax(dim=wl["dim"]).to(device)
         else:
             module = torch_sparsemax(wl["dim"]).to(device)
-            info = _torch_info(
+            info = torch_info(
                 "TorchSparsemax as defined in Liger-Kernel benchmark_sparsemax.py at 02bac05"
             )
         return Impl(lambda v: (module(v["x"]),), info)

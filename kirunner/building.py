@@ -1,0 +1,118 @@
+"""What every kernel spec is built from: the spec and implementation types and the small
+tensor and provenance helpers the families share.
+
+Its own module so that kirunner/kernels.py (the registry) imports kirunner/families/, and the
+families import this, with no import leading back to the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .impls import ImplInfo, dist_version
+from .workload import DTYPE_NAMES, Param, resolve_params
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Impl", "KernelSpec", "Tensors", "hf_info", "randn", "torch_dtype", "torch_info"]
+
+Tensors = dict[str, "torch.Tensor"]
+
+
+@dataclass
+class Impl:
+    """A ready-to-call implementation of one kernel for one provider."""
+
+    forward: Callable[[Tensors], tuple[torch.Tensor, ...]]
+    info: ImplInfo
+    module: Any = None  # nn.Module whose parameters also get gradient checks
+    eps: float | None = None  # the epsilon the module really uses (reference must match)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    script: str
+    providers: tuple[str, ...]
+    upstream_rep: int  # the rep= each speed call of the upstream script passes to do_bench
+    style: str  # timing/memory protocol, see protocol.py
+    params: tuple[Param, ...]
+    inputs: tuple[str, ...]  # differentiable inputs, in the order the outputs' grads are checked
+    outputs: tuple[str, ...]
+    derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    small_caps: Mapping[str, int] = field(default_factory=dict)
+    memory_style: str | None = None  # the memory function's recipe, where it differs
+
+    def memory_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors | None:
+        """The memory function's tensors where they differ from the speed function's."""
+        return None
+
+    # -- workload -------------------------------------------------------------------------
+    def resolve(self, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        resolved = resolve_params(self.name, self.params, given, derived=self.derived)
+        values = resolved.values
+        self.validate(values)
+        return values, resolved.unused
+
+    def validate(self, wl: dict[str, Any]) -> None:
+        return None
+
+    def scale_down(self, wl: dict[str, Any]) -> dict[str, Any]:
+        """Shrink sizes for a CPU run, keeping dtype and all divisibility the kernel needs."""
+        small = dict(wl)
+        for key, cap in self.small_caps.items():
+            if isinstance(small.get(key), int):
+                small[key] = min(small[key], cap)
+        return small
+
+    # -- tensors --------------------------------------------------------------------------
+    def make_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors:
+        raise NotImplementedError
+
+    def views(self, leaves: Tensors) -> Tensors:
+        """What the implementation is called with, made from the leaf tensors."""
+        return dict(leaves)
+
+    def build(self, wl: dict[str, Any], provider: str, device: Any, revision: str | None) -> Impl:
+        raise NotImplementedError
+
+    def reference(self, views: Tensors, params: Tensors, wl: dict[str, Any], impl: Impl) -> tuple:
+        raise NotImplementedError
+
+
+def torch_dtype(label: str) -> torch.dtype:
+    import torch
+
+    return getattr(torch, DTYPE_NAMES[label])
+
+
+def randn(shape: tuple[int, ...], dtype: Any, device: Any, gen: Any) -> torch.Tensor:
+    import torch
+
+    return torch.randn(shape, dtype=dtype, device=device, generator=gen)
+
+
+def torch_info(what: str, notes: list[str] | None = None) -> ImplInfo:
+    v = dist_version("torch")
+    import torch
+
+    return ImplInfo(
+        package="torch",
+        requested_revision=None,
+        used_revision=getattr(torch, "__version__", v),
+        module=what,
+        notes=notes or [],
+    )
+
+
+def hf_info(module: str, version: str | None, notes: list[str] | None = None) -> ImplInfo:
+    return ImplInfo(
+        package="transformers",
+        requested_revision=None,
+        used_revision=version,
+        module=module,
+        notes=notes or [],
+    )

@@ -43,10 +43,6 @@ class AttestationQuerySet(models.QuerySet):
     def for_benchmark(self, benchmark) -> AttestationQuerySet:
         return self.filter(run__benchmark=benchmark)
 
-    def run_public_ids(self) -> frozenset[str]:
-        """Public ids of the runs these items are about."""
-        return frozenset(self.order_by().values_list("run__public_id", flat=True).distinct())
-
     def benchmark_ids(self) -> frozenset[int]:
         """Pks of the benchmarks these items' runs measure."""
         return frozenset(self.order_by().values_list("run__benchmark_id", flat=True).distinct())
@@ -75,10 +71,6 @@ class ReportQuerySet(models.QuerySet):
 
     def in_answer_order(self) -> ReportQuerySet:
         return self.order_by("answered_at")
-
-    def run_public_ids(self) -> frozenset[str]:
-        """Public ids of the runs these reports are about."""
-        return frozenset(self.order_by().values_list("run__public_id", flat=True).distinct())
 
 
 class PosterBanQuerySet(models.QuerySet):

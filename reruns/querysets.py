@@ -10,18 +10,11 @@ class RerunJobQuerySet(models.QuerySet):
         """Jobs of every revision of the run: a revision keeps its public id."""
         return self.filter(run__public_id=run.public_id)
 
-    def run_public_ids(self) -> frozenset[str]:
-        """Public ids of the runs that have any job."""
-        return frozenset(self.order_by().values_list("run__public_id", flat=True).distinct())
-
     def for_panel(self) -> RerunJobQuerySet:
         """Newest first, with what a run page's rerun panel shows of each job."""
         return self.select_related(
             "requested_by", "receipt__controlled_run", "receipt__evidence_event"
         ).order_by("-created_at")
-
-    def awaiting_approval(self) -> RerunJobQuerySet:
-        return self.filter(state="awaiting-approval")
 
     def never_sent(self) -> RerunJobQuerySet:
         """Queued but never handed to a broker (none configured, or it was down)."""

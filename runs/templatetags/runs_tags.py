@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
@@ -61,16 +59,6 @@ def native_values(run) -> list[tuple[str, str]]:
 def spaced(name: str) -> str:
     """ms_20 -> "ms 20": the source's own metric names, readable."""
     return str(name).replace("_", " ")
-
-
-@register.filter
-def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
-
-
-@register.filter
-def get_item(mapping, key):
-    return mapping.get(key) if hasattr(mapping, "get") else None
 
 
 EVIDENCE_EXPLANATIONS = {

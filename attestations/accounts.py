@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from allauth.account.adapter import DefaultAccountAdapter
 from django.conf import settings
 
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The file is the user's claim. It is read in this order, each step refusing with 
 before the next looks deeper:
 1. Size: at most COMMUNITY_RESULT_FILE_MAX_BYTES. A request too large to hold a file within
    that is refused from its Content-Length before anything reads it
-   (kernelindex.middleware.RequestSizeMiddleware); the file's own size is checked here.
+   (attestations.middleware.RequestSizeMiddleware); the file's own size is checked here.
 2. JSON: UTF-8, no NaN or Infinity, nested at most MAX_DEPTH deep.
 3. Schema: the self-run RerunResult envelope (kirunner.result_schema), the same payload
    schema a controlled result passes, with no nonce and no signature.

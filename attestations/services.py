@@ -38,7 +38,7 @@ from attestations.models import (
 )
 from attestations.units import MAX_STORED_VALUE
 from attestations.watching.receivers import dispatch
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.models import Gpu, Run
 
 

@@ -2,14 +2,14 @@
 
 Each takes ids, never model instances, and is safe to run twice: notices are unique per user
 and subject and claimed before they are sent. `origin` is the origin of the links the
-dispatching request or command served (kernelindex.origin.links_origin); "" for SITE_ROOT."""
+dispatching request or command served (kilib.origin.links_origin); "" for SITE_ROOT."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from attestations.watching import services
-from kernelindex.origin import links_origin
+from kilib.origin import links_origin
 
 
 @shared_task(name="attestations.notices_sync", soft_time_limit=240, time_limit=300)

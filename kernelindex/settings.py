@@ -42,7 +42,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 # The one origin every absolute link is built from (citations, the feed, emails, API links):
 # never the request's Host header. Production sets it (a deploy check says so when it is
-# unset); under DEBUG without it, links follow the request (kernelindex/origin.py).
+# unset); under DEBUG without it, links follow the request (kilib/origin.py).
 SITE_ROOT = os.getenv("SITE_ROOT", "http://localhost:8000").rstrip("/")
 SITE_ROOT_CONFIGURED = bool(os.getenv("SITE_ROOT"))
 SITE_NAME = "KernelIndex"
@@ -68,25 +68,25 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "kernelindex.middleware.RejectNulBytesMiddleware",
-    "kernelindex.middleware.RequestSizeMiddleware",
+    "kilib.middleware.RejectNulBytesMiddleware",
+    "attestations.middleware.RequestSizeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "kernelindex.origin.SiteOriginMiddleware",
+    "kilib.origin.SiteOriginMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.http.ConditionalGetMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "kernelindex.middleware.AdminSelectionMiddleware",
+    "kilib.middleware.AdminSelectionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
-    "kernelindex.middleware.StaffMfaRequiredMiddleware",
-    "kernelindex.middleware.ContentSecurityPolicyMiddleware",
+    "attestations.middleware.StaffMfaRequiredMiddleware",
+    "kilib.middleware.ContentSecurityPolicyMiddleware",
     # Innermost, so the pages it puts in place of Django's technical ones get the CSP.
-    "kernelindex.errors.ErrorPagesMiddleware",
+    "kilib.errors.ErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -200,9 +200,9 @@ REST_FRAMEWORK = {
         "attestations.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # JSON read within bounds (depth, finite numbers, no NUL: kernelindex/jsonbounds.py).
+    # JSON read within bounds (depth, finite numbers, no NUL: kilib/jsonbounds.py).
     "DEFAULT_PARSER_CLASSES": [
-        "kernelindex.parsers.BoundedJSONParser",
+        "kilib.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -219,7 +219,7 @@ SPECTACULAR_SETTINGS = {
     # Every operation documents the error answers it can give (schemathesis checks this).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "kernelindex.schema.add_error_responses",
+        "kilib.schema.add_error_responses",
     ],
     # The choices are listed as an enum already; the generated markdown bullet list repeats
     # them in a form the docs page would print raw.

@@ -35,6 +35,6 @@ urlpatterns = [
 ]
 
 
-# The site's own error pages, with DEBUG on as with it off (kernelindex/errors.py).
-handler404 = "kernelindex.errors.not_found"
-handler500 = "kernelindex.errors.server_error"
+# The site's own error pages, with DEBUG on as with it off (kilib/errors.py).
+handler404 = "kilib.errors.not_found"
+handler500 = "kilib.errors.server_error"

@@ -25,7 +25,7 @@ from pathlib import Path
 from django.urls import reverse
 
 import kirunner
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from kirunner.runner import support_problem
 from reruns.controlled import job_document_for
 from runs.models import Run

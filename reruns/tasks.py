@@ -24,7 +24,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from kernelindex import jsonbounds
+from kilib import jsonbounds
 from kirunner import sign
 from reruns import services
 from reruns.controlled import job_document

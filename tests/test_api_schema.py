@@ -9,7 +9,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from jsonschema import Draft4Validator
 
-from kernelindex.schema import ERRORS
+from kilib.schema import ERRORS
 
 
 @pytest.fixture(scope="module")

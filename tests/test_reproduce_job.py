@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 
 import kirunner
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from kirunner.result_schema import result_problem
 from kirunner.runner import support_problem, validate_job
 from reruns import controlled, selfrun

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from attestations import tasks
 from attestations.watching.services import new_batch
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.signals import evidence_moved, publications_ingested
 
 logger = logging.getLogger(__name__)

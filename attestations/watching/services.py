@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from attestations.models import Attestation
 from attestations.watching.models import Notice, Watch
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.changes.models import CellChange
 from runs.models import ComparisonGroup, EvidenceEvent, Publication, Source
 from runs.pages.units import scale

@@ -9,7 +9,7 @@ from django.utils.decorators import method_decorator
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.api.views import StrictCursorPagination, StrictQueryMixin
 from runs.changes.models import CellChange
 from runs.changes.pages import shown

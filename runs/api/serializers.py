@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from kernelindex.origin import absolute
+from kilib.origin import absolute
 from runs.models import Benchmark, ComparisonGroup, Environment, Gpu, Run, Source
 
 
 class SiteUrlField(serializers.URLField):
-    """An absolute link to a page, from the site's one origin (kernelindex/origin.py)."""
+    """An absolute link to a page, from the site's one origin (kilib/origin.py)."""
 
     def __init__(self, **kwargs):
         super().__init__(source="get_absolute_url", read_only=True, **kwargs)

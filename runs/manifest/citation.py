@@ -7,7 +7,7 @@ from datetime import date
 
 from django.conf import settings
 
-from kernelindex.origin import absolute
+from kilib.origin import absolute
 
 
 def permalink(run) -> str:

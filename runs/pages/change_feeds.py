@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
 
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.changes.models import CellChange
 from runs.changes.pages import shown
 from runs.models import Benchmark, Run, Source

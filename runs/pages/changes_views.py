@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.changes import detect
 from runs.changes.pages import (
     PUBLICATIONS_PER_PAGE,

@@ -6,7 +6,7 @@ from django.contrib.syndication.views import Feed
 from django.http import HttpRequest, HttpResponse
 from django.utils.feedgenerator import Atom1Feed
 
-from kernelindex.origin import absolute
+from kilib.origin import absolute
 from runs.models import Run
 from runs.pages.units import scale
 from runs.read import catalogue
@@ -18,7 +18,7 @@ class LatestRunsFeed(Feed):
     title = "KernelIndex: newly imported runs"
     subtitle = "GPU-kernel benchmark runs as they are imported, newest first."
 
-    # Every link in the feed is absolute from the site's one origin (kernelindex/origin.py).
+    # Every link in the feed is absolute from the site's one origin (kilib/origin.py).
     def link(self) -> str:
         return absolute("/runs/?ordering=-imported")
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
-from kernelindex.origin import absolute
+from kilib.origin import absolute
 from runs.changes.models import CellChange
 from runs.extensions import run_extensions
 from runs.manifest import citation

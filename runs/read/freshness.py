@@ -33,7 +33,7 @@ Who keeps a page, and for how long it can be older than the data:
   totals...) are keyed by the versions they read, in the shared cache and in each process's
   copy of it (store.py): an entry is never served once one of those versions has moved. Old
   entries are never read again and age out. Every key also names the origin the absolute
-  links are built from (kernelindex/origin.py): under DEBUG without SITE_ROOT it is the
+  links are built from (kilib/origin.py): under DEBUG without SITE_ROOT it is the
   address each request came to, and one host's links must never reach another.
 - signed-in readers are never served a stored page; their ETag is the content's own.
 - browsers and proxies get `Cache-Control: no-cache` with an ETag made of the same versions:
@@ -58,7 +58,7 @@ from functools import cached_property
 from django.apps import apps
 from django.db import DatabaseError, connections
 
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.models import Version
 from runs.read import pushed_versions, store
 

@@ -13,7 +13,7 @@ from django.utils.cache import get_conditional_response, patch_cache_control, pa
 from django.utils.http import http_date
 from django.utils.text import compress_string
 
-from kernelindex.origin import site_root
+from kilib.origin import site_root
 from runs.read import freshness, store
 
 

@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kernelindex import jsonbounds
+from kilib import jsonbounds
 from runs.manifest import documents
 from runs.reference import catalogue
 from runs.sources import fetch
@@ -104,7 +104,7 @@ def records(item: InputFile) -> list[Record]:
         provider, revision, shown = "torch", SOFTWARE["torch"], "PyTorch eager"
     try:
         data = jsonbounds.loads(item.data)
-    except ValueError as exc:  # not UTF-8, not JSON, or outside kernelindex.jsonbounds
+    except ValueError as exc:  # not UTF-8, not JSON, or outside kilib.jsonbounds
         raise IngestError(item.location, [(1, f"not JSON: {exc}")]) from None
     if not isinstance(data, dict):
         raise IngestError(item.location, [(1, "the top level is not an object of levels")])

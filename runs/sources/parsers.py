@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kernelindex import jsonbounds
+from kilib import jsonbounds
 from runs.reference import catalogue
 
 LIGER_COLUMNS = [

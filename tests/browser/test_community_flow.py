@@ -26,7 +26,7 @@ def test_sign_up_post_approve_and_see_it(chromium_browser, live_server, settings
     run = RunFactory(median=385_536, p20=384_685, p80=386_240)
     make_staff("maintainer")
     base = live_server.url
-    # The emailed link is built from the one origin (kernelindex/origin.py), as in production.
+    # The emailed link is built from the one origin (kilib/origin.py), as in production.
     settings.SITE_ROOT = base
     ARTIFACTS.mkdir(exist_ok=True)
 

@@ -15,7 +15,7 @@ from attestations import tasks
 from attestations.models import Watch
 from attestations.watching import receivers
 from attestations.watching.services import watch_start
-from kernelindex.origin import links_origin, site_root
+from kilib.origin import links_origin, site_root
 from runs.models import Publication, Source
 from runs.services import ingest
 from tests.synthetic_ci import suite_cells, write_history

@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from kernelindex import jsonbounds
+from kilib import jsonbounds
 from kirunner.sign import parse_key
 from reruns.controlled import job_document
 from reruns.models import JobState, RerunJob

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from kernelindex.origin import command_origin, links_origin
+from kilib.origin import command_origin, links_origin
 from runs.services import SOURCES, ingest
 from runs.sources.base import IngestError
 

@@ -1,4 +1,4 @@
-"""The API's JSON parser: DRF's, reading through kernelindex.jsonbounds, so a body nested
+"""The API's JSON parser: DRF's, reading through kilib.jsonbounds, so a body nested
 100,000 deep, a NaN, an integer beyond 2^53 or a NUL in any text field is a 400 that says so,
 before a serializer or the database sees it."""
 
@@ -8,7 +8,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from kernelindex import jsonbounds
+from kilib import jsonbounds
 
 
 class BoundedJSONParser(JSONParser):

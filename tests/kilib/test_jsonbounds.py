@@ -1,0 +1,52 @@
+"""JSON from outside, read within bounds: each refusal names what was wrong, and where."""
+
+from __future__ import annotations
+
+import pytest
+
+from kilib import jsonbounds
+from kilib.jsonbounds import JSONLimitError
+
+
+def test_plain_json_reads_as_json_loads_does():
+    assert jsonbounds.loads('{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
+    assert jsonbounds.loads(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}  # a UTF-8 BOM is allowed
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[" * 100_000, "nested deeper than 32 levels"),
+        ('{"a": NaN}', "NaN is not a number JSON can carry"),
+        ('{"a": 1e400}', "the number 1e400 is too large"),
+        ('{"a": 9007199254740992}', "the integer 9007199254740992 is beyond 2^53 - 1"),
+        ('{"a": "x\\u0000"}', "a NUL character is not allowed in text"),
+        ('{"a\\u0000": 1}', "a NUL character is not allowed in text"),
+    ],
+)
+def test_what_no_later_step_can_hold_is_refused_with_its_reason(text, why):
+    with pytest.raises(JSONLimitError) as refused:
+        jsonbounds.loads(text)
+    assert refused.value.why == why
+
+
+def test_a_refusal_names_its_place():
+    with pytest.raises(JSONLimitError) as refused:
+        jsonbounds.loads('{"rows": [1, {"v": NaN}]}')
+    assert refused.value.path == ("rows", 1, "v")
+    assert str(refused.value) == "NaN is not a number JSON can carry (at rows/1/v)"
+
+
+def test_brackets_inside_strings_do_not_count_as_depth():
+    assert not jsonbounds.depth_over('["' + "[" * 100 + '"]', 2)
+    assert jsonbounds.depth_over("[[[]]]", 2)
+
+
+def test_bytes_that_are_not_utf8_are_refused():
+    with pytest.raises(JSONLimitError, match="not UTF-8"):
+        jsonbounds.loads(b"\xff{}")
+
+
+def test_a_parsed_value_is_held_to_the_same_bounds():
+    assert jsonbounds.value_problem({"a": [1, "b"]}) is None
+    assert jsonbounds.value_problem({"a": float("inf")}) == "inf is not a finite number (at a)"

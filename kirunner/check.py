@@ -413,6 +413,14 @@ def _implementation_side(
             allow_unused=True,
         )
     )
+    # A tiled MLP (tiled_geglu, tiled_swiglu: DeepSpeed's TiledMLP and Liger's) recomputes
+    # each shard in its backward and backpropagates it there, so its weights' gradients land
+    # in .grad (reset to None above) rather than in what autograd.grad returns.
+    first = len(spec.inputs)
+    for i, p in enumerate(params.values()):
+        if got.grads[first + i] is None and p.grad is not None:
+            got.grads[first + i] = p.grad.detach().clone()
+            p.grad = None
     return got
 
 

@@ -27,6 +27,15 @@ kernels, and the differences matter for what is timed (and allocated):
     as scalar_loss, but the benchmarked input does not require grad (the scripts draw it
     without requires_grad): only the weights get gradients. backward's grad_to_none is still
     [_input], which resets nothing, as upstream.
+``fresh_dy_ids`` (embedding)
+    the input is integer ids, so only the module's weight gets a gradient; backward =
+    ``y.backward(randn_like(y), retain_graph=True)`` on one forward, the draw inside the timed
+    call, grad_to_none=[ids] (resets nothing, as upstream); full = forward +
+    ``y.backward(randn_like(y))``, freeing the graph, no grad_to_none; forward none either.
+``fixed_dys_release`` (fused_add_rms_norm)
+    two inputs and two outputs, dys drawn once; backward = ``torch.autograd.backward(outs,
+    dys, retain_graph=True)`` on one forward; full = forward + the same call freeing the
+    graph (speed and memory alike); grad_to_none = the inputs in every pass.
 ``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
     these scripts' bench_memory_* ignore the pass and always measure full (forward and
     backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``; and
@@ -223,6 +232,40 @@ def _frozen_input_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Clo
     return _loss_closures(case, mode, case.views["x"])
 
 
+def _fresh_dy_ids(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    import torch
+
+    ids = list(case.leaves.values())
+    if mode == "forward":
+        return case.forward, None
+    if mode == "backward":
+        (y,) = case.forward()
+        return lambda: y.backward(torch.randn_like(y), retain_graph=True), ids
+
+    def full() -> None:
+        (y,) = case.forward()
+        y.backward(torch.randn_like(y))
+
+    return full, None
+
+
+def _fixed_dys_release(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    import torch
+
+    dys = [_normal_like(w, case.gen) for w in case.wrt]
+    g2n = list(case.wrt)
+    if mode == "forward":
+        return case.forward, g2n
+    if mode == "backward":
+        outs = case.forward()
+        return lambda: torch.autograd.backward(outs, dys, retain_graph=True), g2n
+
+    def full() -> None:
+        torch.autograd.backward(case.forward(), dys)
+
+    return full, g2n
+
+
 def _always_full(style: Callable[..., tuple[Closure, list | None]]):
     """A memory recipe that measures full whatever pass the job names, as scripts whose
     bench_memory_* never read the mode do."""
@@ -248,6 +291,10 @@ _STYLES = {
     "lm_head_loss_full": _always_full(_lm_head_loss),
     "frozen_input_loss": _frozen_input_loss,
     "frozen_input_loss_full": _always_full(_frozen_input_loss),
+    "fresh_dy_ids": _fresh_dy_ids,
+    "fresh_dy_ids_full": _always_full(_fresh_dy_ids),
+    "fixed_dys_release": _fixed_dys_release,
+    "fixed_dys_release_full": _always_full(_fixed_dys_release),
 }
 
 

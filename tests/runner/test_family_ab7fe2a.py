@@ -1,0 +1,244 @@
+"""The kernels new at Liger-Kernel ab7fe2a (kirunner/families/: embedding, tiled_mlp,
+fused_add_rms_norm, poly_norm): every H100 row of that commit's CI publication resolves to
+the script's workload, the inputs and closures are built as the scripts build them, the
+providers that run on the CPU agree with the float64 references, and a CPU job of each runs
+end to end (liger itself needs a CUDA GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kirunner import protocol, run_job
+from kirunner.check import run_check
+from kirunner.kernels import get_spec
+from kirunner.workload import WorkloadError
+from runs.sources.parsers import parse_liger_csv
+from tests.runner.jobs import make_job
+
+CSV = Path(__file__).resolve().parents[2] / "data" / "liger-ci" / "ab7fe2a" / "benchmark.csv"
+GPU = "NVIDIA H100 80GB HBM3"
+
+# Rows per kernel at ab7fe2a, and the first row's parameters as runs.sources.parsers
+# normalises them.
+ROWS = {"embedding": 192, "tiled_geglu": 120, "tiled_swiglu": 120,
+        "fused_add_rms_norm": 72, "poly_norm": 48}  # fmt: skip
+TILED = {"batch": 2, "hidden": 2048, "intermediate": 4096, "num_shards": 4, "dtype": "bf16"}
+UPSTREAM = {
+    "embedding": {"batch": 32, "seq": 512, "D": 768, "dtype": "fp32", "V": 1024},
+    "tiled_geglu": {**TILED, "hidden_act": "gelu_pytorch_tanh", "activation_type": "geglu",
+                    "seq": 1024},
+    "tiled_swiglu": {**TILED, "hidden_act": "silu", "activation_type": "swiglu", "seq": 1024},
+    "fused_add_rms_norm": {"M": 2048, "dtype": "fp32", "eps": 1e-06, "hidden": 1024},
+    "poly_norm": {"M": 2048, "dtype": "bf16", "eps": 1e-06, "hidden": 1024},
+}  # fmt: skip
+PROVIDERS = {
+    "embedding": {"liger", "huggingface", "torch_compile"},
+    "tiled_geglu": {"huggingface", "liger", "liger_tiled", "deepspeed_tiled"},
+    "tiled_swiglu": {"huggingface", "liger", "liger_tiled", "deepspeed_tiled"},
+    "fused_add_rms_norm": {"liger_fused_add_rms_norm", "huggingface", "liger_rms_norm"},
+    "poly_norm": {"liger", "huggingface"},
+}
+REP = {"embedding": 100, "tiled_geglu": 10, "tiled_swiglu": 10, "fused_add_rms_norm": 500,
+       "poly_norm": 500}  # fmt: skip
+# The providers that run without liger (on the CPU).
+CPU_PROVIDERS = {
+    "embedding": ("huggingface", "torch_compile"),
+    "tiled_geglu": ("huggingface", "deepspeed_tiled"),
+    "tiled_swiglu": ("huggingface", "deepspeed_tiled"),
+    "fused_add_rms_norm": ("huggingface",),
+    "poly_norm": ("huggingface",),
+}
+
+
+@pytest.fixture(scope="module")
+def h100_rows():
+    rows = parse_liger_csv(CSV.read_bytes(), str(CSV))
+    return [r for r in rows if r.gpu_name == GPU and r.benchmark in ROWS]
+
+
+def test_every_h100_row_resolves_with_no_parameter_left_over(h100_rows):
+    counted = dict.fromkeys(ROWS, 0)
+    first = {}
+    for row in h100_rows:
+        spec = get_spec(row.benchmark)
+        assert row.provider in spec.providers, (row.benchmark, row.provider)
+        wl, unused = spec.resolve(row.params)
+        assert unused == {}, (row.benchmark, unused)
+        counted[row.benchmark] += 1
+        first.setdefault(row.benchmark, row.params)
+    assert counted == ROWS
+    assert first == UPSTREAM
+
+
+def test_a_row_resolves_to_the_scripts_workload(h100_rows):
+    big = next(r for r in h100_rows if r.benchmark == "embedding" and r.params["V"] == 131072
+               and r.params["D"] == 4096)  # fmt: skip
+    wl, _ = get_spec("embedding").resolve(big.params)
+    assert wl == {"V": 131072, "batch": 8, "seq": 2048, "D": 4096, "dtype": "fp32"}
+    tiled = next(r for r in h100_rows if r.benchmark == "tiled_swiglu" and r.params["seq"] == 16384)
+    wl, _ = get_spec("tiled_swiglu").resolve(tiled.params)
+    x = get_spec("tiled_swiglu").make_inputs(wl, "meta", None)["x"]
+    assert tuple(x.shape) == (2, 16384, 2048) and x.dtype == torch.bfloat16
+    norm = next(r for r in h100_rows if r.benchmark == "fused_add_rms_norm"
+                and r.params["hidden"] == 32768)  # fmt: skip
+    wl, _ = get_spec("fused_add_rms_norm").resolve(norm.params)
+    assert wl == {"M": 2048, "hidden": 32768, "eps": 1e-6, "dtype": "fp32"}
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_rep_and_providers_are_the_scripts(name):
+    spec = get_spec(name)
+    assert spec.upstream_rep == REP[name]
+    assert set(spec.providers) == PROVIDERS[name]
+
+
+def test_tiled_activation_type_must_match_the_kernel_name():
+    with pytest.raises(WorkloadError, match="activation_type"):
+        get_spec("tiled_geglu").resolve(UPSTREAM["tiled_swiglu"])
+
+
+def test_shapes_follow_the_scripts():
+    gen = torch.Generator().manual_seed(0)
+    ids = get_spec("embedding").make_inputs(UPSTREAM["embedding"], "cpu", gen)["ids"]
+    assert tuple(ids.shape) == (32, 512) and ids.dtype == torch.int64 and int(ids.max()) < 1024
+    xr = get_spec("fused_add_rms_norm").make_inputs(UPSTREAM["fused_add_rms_norm"], "cpu", gen)
+    assert {n: tuple(t.shape) for n, t in xr.items()} == {"x": (2048, 1024), "r": (2048, 1024)}
+    x = get_spec("poly_norm").make_inputs(UPSTREAM["poly_norm"], "cpu", gen)["x"]
+    assert tuple(x.shape) == (2048, 1024) and x.dtype == torch.bfloat16
+
+
+def _cases():
+    return [(name, p) for name in sorted(ROWS) for p in CPU_PROVIDERS[name]]
+
+
+@pytest.mark.parametrize("name,provider", _cases())
+def test_cpu_providers_match_the_float64_reference(name, provider):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, provider, torch.device("cpu"), "0.7.0")
+    check = run_check(spec, impl, wl, torch.device("cpu"), "full", seed=7)
+    assert check.passed, check.checks
+    names = {c["name"] for c in check.checks}
+    params = {f"grad_{n}" for n, _ in impl.module.named_parameters()}
+    assert params and params <= names  # every weight's gradient is checked
+
+
+def test_deepspeed_tiled_weight_gradients_are_the_ones_its_backward_accumulates():
+    spec = get_spec("tiled_geglu")
+    wl = spec.scale_down(spec.resolve(UPSTREAM["tiled_geglu"])[0])
+    impl = spec.build(wl, "deepspeed_tiled", torch.device("cpu"), "0.7.0")
+    assert wl["num_shards"] == 4 and wl["seq"] % 4 == 0
+    check = run_check(spec, impl, wl, torch.device("cpu"), "backward", seed=3)
+    weights = [c for c in check.checks if c["name"].startswith("grad_mlp.")]
+    assert len(weights) == 3 and all(c["passed"] for c in weights), weights
+    assert all(p.grad is None for p in impl.module.parameters())
+
+
+def test_fused_add_rms_norm_naive_returns_the_residual_sum():
+    spec = get_spec("fused_add_rms_norm")
+    wl = spec.scale_down(spec.resolve(UPSTREAM["fused_add_rms_norm"])[0])
+    impl = spec.build(wl, "huggingface", torch.device("cpu"), "0.7.0")
+    v = spec.make_inputs(wl, "cpu", torch.Generator().manual_seed(0))
+    y, s = impl.forward(v)
+    assert torch.equal(s, v["x"] + v["r"]) and y.shape == s.shape
+
+
+def _backward_spy(monkeypatch) -> list:
+    """(which backward, retain_graph) per call: Tensor.backward or torch.autograd.backward
+    called directly (Tensor.backward's own call into the latter is not counted again)."""
+    calls: list = []
+    inside: list = []
+    tensor_backward, autograd_backward = torch.Tensor.backward, torch.autograd.backward
+
+    def spy(self, gradient=None, retain_graph=None, **kw):
+        calls.append(("tensor", retain_graph))
+        inside.append(True)
+        try:
+            return tensor_backward(self, gradient, retain_graph=retain_graph, **kw)
+        finally:
+            inside.pop()
+
+    def spy_autograd(tensors, grad_tensors=None, retain_graph=None, *args, **kw):
+        if not inside:
+            calls.append(("autograd", retain_graph))
+        return autograd_backward(tensors, grad_tensors, retain_graph, *args, **kw)
+
+    monkeypatch.setattr(torch.Tensor, "backward", spy)
+    monkeypatch.setattr(torch.autograd, "backward", spy_autograd)
+    return calls
+
+
+def _closure(name, provider, mode, *, memory=False):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, provider, torch.device("cpu"), "0.7.0")
+    gen = torch.Generator().manual_seed(0)
+    if memory:
+        return protocol.memory_closure(spec, impl, wl, "cpu", gen, mode), None
+    return protocol.speed_closure(spec, impl, wl, "cpu", gen, mode)
+
+
+# (kernel, pass, memory) -> (backward calls of two timed calls, what grad_to_none holds)
+CLOSURES = {
+    ("embedding", "forward", False): ([], None),
+    ("embedding", "backward", False): ([("tensor", True)] * 2, "ids"),
+    ("embedding", "full", False): ([("tensor", None)] * 2, None),
+    ("embedding", "forward", True): ([("tensor", None)] * 2, None),  # memory: always full
+    ("fused_add_rms_norm", "backward", False): ([("autograd", True)] * 2, "x,r"),
+    ("fused_add_rms_norm", "full", False): ([("autograd", None)] * 2, "x,r"),
+    ("fused_add_rms_norm", "backward", True): ([("autograd", None)] * 2, None),
+    ("poly_norm", "full", False): ([("tensor", True)] * 2, "x"),
+    ("poly_norm", "forward", True): ([("tensor", True)] * 2, None),
+    ("tiled_swiglu", "forward", False): ([], "x"),
+    ("tiled_swiglu", "full", False): ([("tensor", True)] * 2, "x"),
+    ("tiled_swiglu", "forward", True): ([], None),  # memory reads the pass
+    ("tiled_swiglu", "backward", True): ([("tensor", True)] * 2, None),
+}
+
+
+@pytest.mark.parametrize("name,mode,memory", sorted(CLOSURES))
+def test_closures_as_upstream(monkeypatch, name, mode, memory):
+    fn, g2n = _closure(name, "huggingface", mode, memory=memory)
+    calls = _backward_spy(monkeypatch)
+    fn()
+    fn()
+    want_calls, resets = CLOSURES[(name, mode, memory)]
+    assert calls == want_calls
+    if not memory:
+        if resets is None:
+            assert g2n is None
+        else:
+            assert len(g2n) == len(resets.split(","))
+            assert all(t.dtype == (torch.int64 if resets == "ids" else g2n[0].dtype) for t in g2n)
+
+
+def test_embedding_builds_both_tables_as_the_script():
+    spec = get_spec("embedding")
+    wl = spec.scale_down(spec.resolve(UPSTREAM["embedding"])[0])
+    impl = spec.build(wl, "torch_compile", torch.device("cpu"), "0.7.0")
+    assert type(impl.module).forward is not torch.nn.Embedding.forward  # a code object of its own
+    assert any("LigerEmbedding companion" in n for n in impl.info.notes)  # no liger on the CPU
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+@pytest.mark.parametrize("pass_", ["forward", "backward", "full"])
+@pytest.mark.parametrize("metric", ["latency", "memory"])
+def test_cpu_job_runs(name, pass_, metric):
+    provider = CPU_PROVIDERS[name][0]
+    job = make_job(name, provider=provider, pass_=pass_, metric=metric,
+                   parameters=UPSTREAM[name], rep=5, revision="0.7.0")  # fmt: skip
+    payload = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert payload["status"] == "ok", payload["error"]
+    assert payload["correctness"]["passed"]
+    assert payload["workload"]["resolved"] == get_spec(name).resolve(UPSTREAM[name])[0]
+    assert payload["workload"]["scaledDown"]
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_liger_is_unavailable_on_the_cpu(name):
+    provider = sorted(PROVIDERS[name] - set(CPU_PROVIDERS[name]))[0]
+    job = make_job(name, provider=provider, parameters=UPSTREAM[name])
+    assert run_job(job, force_cpu=True)["payload"]["status"] == "unavailable"

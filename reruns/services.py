@@ -15,6 +15,7 @@ import socket
 import uuid
 from datetime import datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
@@ -49,6 +50,9 @@ from runs.sources.base import IngestError
 log = logging.getLogger(__name__)
 
 NO_BROKER = "no broker configured: jobs wait as queued"
+# The task is sent by its registered name (reruns/tasks.py names it so), not imported: the
+# tasks call these services back, and a name keeps the arrow one-way, tasks -> services.
+EXECUTE_TASK = "reruns.tasks.rerun_execute"
 GPU_CLASSES = sorted({spec.gpu_class for spec in catalogue.GPUS.values()})
 
 
@@ -157,8 +161,6 @@ def rerun_dispatch(*, job: RerunJob) -> bool:
 
     Call it from transaction.on_commit (rerun_approve does): the worker must find the row.
     """
-    from reruns.tasks import rerun_execute
-
     if job.state != JobState.QUEUED or job.offline:
         return False
     if not broker_configured():
@@ -166,8 +168,12 @@ def rerun_dispatch(*, job: RerunJob) -> bool:
         return False
     try:
         # retry=False: with the broker down, say so now instead of blocking the request.
-        rerun_execute.apply_async(
-            args=[job.pk], queue=job.queue, retry=False, headers={"job": str(job.uuid)}
+        current_app.send_task(
+            EXECUTE_TASK,
+            args=[job.pk],
+            queue=job.queue,
+            retry=False,
+            headers={"job": str(job.uuid)},
         )
     except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, socket errors
         message = (

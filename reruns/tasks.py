@@ -106,6 +106,7 @@ def _beat(job) -> None:
 
 
 @shared_task(
+    name=services.EXECUTE_TASK,  # rerun_dispatch sends it by this name
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,

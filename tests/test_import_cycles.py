@@ -14,7 +14,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kernelindex", "runs", "reruns", "attestations", "kirunner")
 ALLOWED = [
-    {"reruns.services", "reruns.tasks"},
     {"attestations.watching.services", "attestations.watching.tasks"},
 ]
 

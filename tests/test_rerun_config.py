@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from kernelindex.celery import app
+from reruns import services
 from reruns.tasks import rerun_execute
 from runs.reference.catalogue import GPUS
 
@@ -27,3 +28,9 @@ def test_one_queue_per_gpu_class_plus_default():
     assert "default" in names
     for spec in GPUS.values():
         assert f"gpu.{spec.gpu_class}" in names
+
+
+def test_dispatch_sends_the_task_the_worker_registers():
+    """rerun_dispatch names the task instead of importing it; the name must be the task's."""
+    assert services.EXECUTE_TASK == rerun_execute.name
+    assert services.EXECUTE_TASK in app.tasks

@@ -17,7 +17,8 @@ from attestations.querysets import (
     PosterBanQuerySet,
     ReportQuerySet,
 )
-from runs.models import AppendOnly, AppendOnlyQuerySet, Gpu, Run
+from runs.models import AppendOnly, Gpu, Run
+from runs.querysets import AppendOnlyQuerySet
 
 
 class Kind(models.TextChoices):

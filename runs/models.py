@@ -15,7 +15,9 @@ from django.urls import reverse
 from runs.querysets import (
     BenchmarkQuerySet,
     ComparisonGroupQuerySet,
+    EvidenceEventQuerySet,
     GpuQuerySet,
+    LedgerQuerySet,
     PublicationQuerySet,
     RunQuerySet,
     TallyQuerySet,
@@ -220,23 +222,6 @@ class Publication(models.Model):
         return f"{self.source.slug}/{self.slug}"
 
 
-class AppendOnlyQuerySet(models.QuerySet):
-    """An append-only table at the QuerySet level: bulk updates and deletes, which bypass
-    save() and delete(), are refused."""
-
-    def _refuse(self):
-        raise ValueError(f"{self.model.__name__} is append-only")
-
-    def update(self, **kwargs):
-        self._refuse()
-
-    def bulk_update(self, *args, **kwargs):
-        self._refuse()
-
-    def delete(self):
-        self._refuse()
-
-
 class AppendOnly(models.Model):
     """A row written once: no save of an existing row, no delete (with AppendOnlyQuerySet)."""
 
@@ -250,46 +235,6 @@ class AppendOnly(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError(f"{type(self).__name__} is append-only")
-
-
-class LedgerQuerySet(AppendOnlyQuerySet):
-    def of_source(self, source) -> LedgerQuerySet:
-        """The source's entries, newest first (the model's order), with what each names."""
-        return self.filter(source=source).select_related("publication", "rewrite_of")
-
-    def page_of(self, source, before: int | None, size: int) -> list:
-        """Up to size + 1 of the source's entries, newest first, older than entry `before`
-        (its id) where given: a keyset page on (source, -imported_at), the same few rows read
-        however long the ledger is (the extra row says whether there is an older page)."""
-        entries = self.of_source(source).order_by("-imported_at", "-id")
-        if before is not None:
-            at = self.filter(source=source, pk=before).values_list("imported_at", flat=True)
-            entries = entries.filter(
-                models.Q(imported_at__lt=models.Subquery(at))
-                | models.Q(imported_at=models.Subquery(at), id__lt=before)
-            )
-        return list(entries[: size + 1])
-
-    def newest_of(self, source, size: int) -> list[dict]:
-        """The source's newest `size` entries as a source page's table shows them: plain rows
-        (no entry, publication or rewritten entry instances)."""
-        rows = self.filter(source=source).values(
-            "imported_at",
-            "location",
-            "upstream_commit",
-            "sha256",
-            "rows",
-            "created",
-            "revised",
-            "unchanged",
-            publication_slug=models.F("publication__slug"),
-        )
-        return list(rows[:size])
-
-    def last_per_source(self) -> dict[int, object]:
-        """{source id: time of its newest entry}: the home page's "last import"."""
-        rows = self.order_by().values_list("source").annotate(last=models.Max("imported_at"))
-        return dict(rows)
 
 
 class ImportRecord(AppendOnly):
@@ -583,54 +528,6 @@ class Tally(models.Model):
 
 
 # Evidence history.
-
-
-class EvidenceEventQuerySet(AppendOnlyQuerySet):
-    def latest_for(self, run) -> EvidenceEvent | None:
-        """The event behind the run's current level (the newest), or None."""
-        return (
-            self.filter(run=run)
-            .select_related("controlled_run")
-            .order_by("-created_at", "-id")
-            .first()
-        )
-
-    def basis_of(self, run, latest) -> EvidenceEvent | None:
-        """Where the newest event found something that did not move the level (a later
-        process that could only check a settled verdict), the newest event that found what
-        the level is: the rerun the level rests on. None when the newest event is that one."""
-        if latest is None or latest.outcome == run.evidence:
-            return None
-        return (
-            self.filter(run=run, outcome=run.evidence)
-            .select_related("controlled_run")
-            .order_by("-created_at", "-id")
-            .first()
-        )
-
-    def host_dominated_factors(self, run_ids) -> dict[int, float]:
-        """{run id: factor} for runs whose newest such event found the published median a
-        multiple of the GPU's device time (runs.evidence, "The source's host")."""
-        rows = (
-            self.filter(run_id__in=run_ids, facts__has_key="hostDominatedFactor")
-            .order_by("run_id", "created_at", "id")
-            .values_list("run_id", "facts__hostDominatedFactor")
-        )
-        return dict(rows)  # in time order, so the newest event of a run is the one kept
-
-    def for_run(self, run) -> EvidenceEventQuerySet:
-        return self.filter(run__public_id=run.public_id).select_related("controlled_run")
-
-    def newest_rerun_median(self, run) -> tuple[float, str] | None:
-        """(median, GPU) of the newest controlled rerun of the run (any revision), or None."""
-        return (
-            self.filter(run__public_id=run.public_id, controlled_run__isnull=False)
-            .order_by("-created_at", "-id")
-            .values_list(
-                "controlled_run__median", "controlled_run__environment__gpu__upstream_name"
-            )
-            .first()
-        )
 
 
 class EvidenceEvent(AppendOnly):

@@ -52,7 +52,8 @@ def test_moderation_events_cannot_be_changed_or_deleted(alice):
 
 def test_append_only_tables_share_one_rule():
     """One mechanism, not three copies: each table uses the AppendOnly model and QuerySet."""
-    from runs.models import AppendOnly, AppendOnlyQuerySet
+    from runs.models import AppendOnly
+    from runs.querysets import AppendOnlyQuerySet
 
     for model in (ImportRecord, EvidenceEvent, ModerationEvent):
         assert issubclass(model, AppendOnly), model

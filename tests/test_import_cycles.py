@@ -1,74 +1,23 @@
-"""No import circles among the project's modules, except the Celery pattern (a services module
-whose writes enqueue tasks, and the tasks module that calls the services back).
-
-Imports under `if TYPE_CHECKING:` count: a circle hidden from the interpreter is still one
-for the reader. Imports inside functions do not (AppConfig.ready() registers that way, once
-the registry is ready).
+"""No import circles among the project's modules, counting every import: top level, under
+`if TYPE_CHECKING:` and inside functions (tests/import_graph.py). A circle hidden from import
+time by a function-level import is still one for the reader, and an import done late so that a
+module loads is the circle's symptom, not its cure.
 """
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
+from tests.import_graph import graph as _graph
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kernelindex", "runs", "reruns", "attestations", "kirunner")
-ALLOWED = [
-    {"attestations.watching.services", "attestations.watching.tasks"},
+# Circles other work in issue 48 (item 4) is removing; each is allowed only while it stays
+# within the modules named here. Delete an entry once its circle is gone.
+PENDING = [
+    # runs/models.py <-> runs/querysets.py <-> runs/changes/: the QuerySets' move into one
+    # querysets.py per package.
+    {"runs.models", "runs.querysets", "runs.changes.models", "runs.changes.querysets"},
+    # kirunner/__init__.py's run_job imports runner.py, which reads __version__ back from the
+    # package: the runner's own layout (kirunner/).
+    {"kirunner", "kirunner.runner"},
 ]
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _graph() -> dict[str, set[str]]:
-    modules = {
-        _module_name(path): path
-        for package in PACKAGES
-        for path in (ROOT / package).rglob("*.py")
-        if "migrations" not in path.parts
-    }
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        edges = set()
-        for node in _module_level(ast.parse(path.read_text())):
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*up, base] if base else up)
-                # `from package import module` needs the module; other names, the package.
-                targets = [
-                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                    for alias in node.names
-                ]
-            edges |= {t for t in targets if t in modules and t != name}
-        graph[name] = edges
-    return graph
-
-
-def _module_level(tree: ast.Module):
-    """Import statements run at import time: top level, and inside top-level if/try blocks."""
-    stack = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        elif isinstance(node, ast.If | ast.Try):
-            stack += [
-                *node.body,
-                *node.orelse,
-                *getattr(node, "handlers", []),
-                *getattr(node, "finalbody", []),
-            ]
-        elif isinstance(node, ast.ExceptHandler):
-            stack += node.body
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -111,7 +60,15 @@ def test_the_scan_finds_a_circle():
 
 
 def test_no_import_circles():
-    assert [c for c in _cycles(_graph()) if c not in ALLOWED] == []
+    assert [c for c in _cycles(_graph()) if not any(c <= known for known in PENDING)] == []
+
+
+def test_the_scan_counts_an_import_inside_a_function():
+    """reruns.services sends the execute task by name: no import of reruns.tasks anywhere in
+    it, not even inside a function, while reruns.tasks imports the services."""
+    graph = _graph()
+    assert "reruns.services" in graph["reruns.tasks"]
+    assert "reruns.tasks" not in graph["reruns.services"]
 
 
 def test_page_modules_do_not_import_the_template_tags():

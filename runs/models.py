@@ -12,6 +12,12 @@ import functools
 from django.db import models
 from django.urls import reverse
 
+# The models of runs' rooms, imported here because Django loads an app's models from this
+# module alone: changes across a source's publications (runs/changes/) and published speed-up
+# claims re-judged by controlled reruns (runs/claims/). They name this module's models by
+# string ("runs.Source"), never by import, so the arrow runs one way.
+from runs.changes.models import CellChange, CellSeries, ChangeReview  # noqa: F401
+from runs.claims.models import JudgedClaim  # noqa: F401
 from runs.querysets import (
     BenchmarkQuerySet,
     ComparisonGroupQuerySet,
@@ -557,10 +563,3 @@ class EvidenceEvent(AppendOnly):
 
     def __str__(self) -> str:
         return f"{self.run.public_id}: {self.from_level} → {self.to_level}"
-
-
-# Changes across a source's publications live in their own module (runs/changes/).
-from runs.changes.models import CellChange, CellSeries  # noqa: E402, F401
-
-# Published speed-up claims re-judged by controlled reruns (runs/claims/).
-from runs.claims.models import JudgedClaim  # noqa: E402, F401

@@ -126,7 +126,7 @@ class RunQuerySet(models.QuerySet):
         become instances as the ORM makes them (sql_instances). The leader comes in the same
         round trip, which on a small host cost a page more than the database's work on it."""
         public_id_or_404(public_id)
-        sql, parts, joined = _run_page_sql(connection.vendor)
+        sql, parts, joined = _run_page_sql(self.model, connection.vendor)
         rows = sql_rows(sql, [public_id])
         if not rows:
             raise Http404(f"No run has the id {public_id}.")
@@ -538,21 +538,21 @@ def sql_instances(parts: list[tuple], row: tuple) -> list:
 
 
 @functools.cache
-def _run_page_sql(vendor: str) -> tuple[str, list[tuple], list]:
+def _run_page_sql(run_model, vendor: str) -> tuple[str, list[tuple], list]:
     """RunQuerySet.run_page_or_404's query, its (model, alias) parts and the joined fields:
-    the same text for every run, built once per process."""
-    from runs.claims.models import JudgedClaim
-    from runs.models import Run
-
+    the same text for every run, built once per process. `run_model` is the QuerySet's own
+    and the claims' table is reached through their relation: this module imports no models
+    (they import it)."""
+    claim_model = run_model._meta.get_field("claims_as_better").related_model
     quote = connection.ops.quote_name
-    joined = [Run._meta.get_field(name) for name in ("workload", "group")]
-    parts = [(Run, "r")] + [(f.related_model, f"j{i}") for i, f in enumerate(joined)]
+    joined = [run_model._meta.get_field(name) for name in ("workload", "group")]
+    parts = [(run_model, "r")] + [(f.related_model, f"j{i}") for i, f in enumerate(joined)]
     joins = " ".join(
         f"INNER JOIN {sql_table(f.related_model)} j{i} "
         f"ON r.{quote(f.column)} = j{i}.{quote(f.target_field.column)}"
         for i, f in enumerate(joined)
     )
-    runs, claims = sql_table(Run), sql_table(JudgedClaim)
+    runs, claims = sql_table(run_model), sql_table(claim_model)
     # r.is_current and l.is_current: the public rows (public()); one current revision per id
     # (Run.Meta). The leader, rank 1 of the group ("Compare with #1"), is asked for only for a
     # run ranked below it; whether the run is a side of a judged claim (then the page shows

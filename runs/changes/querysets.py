@@ -22,15 +22,14 @@ class CellChangeQuerySet(models.QuerySet):
         filter than the database took to run it, and every reader arriving at a run nobody
         asked for since the last data change pays it; the status is the one row the changes
         are joined to, so a cell without changes still gives it, in the same round trip."""
-        from runs.changes.models import CellSeries
-
+        series = self.model._meta.apps.get_model("runs", "CellSeries")
         changes = sql_table(self.model)
         publications = sql_table(self.model._meta.get_field("previous").related_model)
         sources, points = list(source_ids), list(publication_ids)
         marks = sql_marks(sources)
         rows = sql_rows(
             f"SELECT s.status, {sql_columns(self.model, 'c')}, p.slug FROM (SELECT "
-            f"(SELECT status FROM {sql_table(CellSeries)} WHERE source_id IN ({marks}) "
+            f"(SELECT status FROM {sql_table(series)} WHERE source_id IN ({marks}) "
             "AND cell_key = %s AND provider_key = %s ORDER BY id LIMIT 1) AS status) s "
             f"LEFT JOIN ({changes} c INNER JOIN {publications} p ON c.previous_id = p.id) "
             f"ON c.source_id IN ({marks}) AND c.cell_key = %s AND c.provider_key = %s "

@@ -5,7 +5,7 @@ jsd/kl_div/tvd (divergence), sparsemax, fused_linear_jsd,
 distill_jsd_loss/distill_cosine_loss (distill), fused_linear_cross_entropy,
 fused_linear_cpo_loss/fused_linear_simpo_loss (preference) and dpo_loss/kto_loss
 (preference_ref); and, from the scripts at commit ab7fe2a (the H100 CI rows), embedding,
-tiled_geglu/tiled_swiglu (tiled_mlp), fused_add_rms_norm and poly_norm."""
+tiled_geglu/tiled_swiglu (tiled_mlp), fused_add_rms_norm, poly_norm and qwen2vl_mrope."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from .neighborhood_attention import SPECS as _NEIGHBORHOOD_ATTENTION
 from .poly_norm import SPECS as _POLY_NORM
 from .preference import SPECS as _PREFERENCE
 from .preference_ref import SPECS as _PREFERENCE_REF
+from .qwen2vl_mrope import SPECS as _QWEN2VL_MROPE
 from .softmax import SPECS as _SOFTMAX
 from .sparsemax import SPECS as _SPARSEMAX
 from .tiled_mlp import SPECS as _TILED_MLP
@@ -43,4 +44,5 @@ FAMILY_SPECS = (
     *_TILED_MLP,
     *_FUSED_ADD_RMS_NORM,
     *_POLY_NORM,
+    *_QWEN2VL_MROPE,
 )

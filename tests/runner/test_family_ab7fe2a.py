@@ -1,5 +1,5 @@
 """The kernels new at Liger-Kernel ab7fe2a (kirunner/families/: embedding, tiled_mlp,
-fused_add_rms_norm, poly_norm): every H100 row of that commit's CI publication resolves to
+fused_add_rms_norm, poly_norm, qwen2vl_mrope): every H100 row of that commit's CI publication resolves to
 the script's workload, the inputs and closures are built as the scripts build them, the
 providers that run on the CPU agree with the float64 references, and a CPU job of each runs
 end to end (liger itself needs a CUDA GPU)."""
@@ -24,7 +24,7 @@ GPU = "NVIDIA H100 80GB HBM3"
 # Rows per kernel at ab7fe2a, and the first row's parameters as runs.sources.parsers
 # normalises them.
 ROWS = {"embedding": 192, "tiled_geglu": 120, "tiled_swiglu": 120,
-        "fused_add_rms_norm": 72, "poly_norm": 48}  # fmt: skip
+        "fused_add_rms_norm": 72, "poly_norm": 48, "qwen2vl_mrope": 64}  # fmt: skip
 TILED = {"batch": 2, "hidden": 2048, "intermediate": 4096, "num_shards": 4, "dtype": "bf16"}
 UPSTREAM = {
     "embedding": {"batch": 32, "seq": 512, "D": 768, "dtype": "fp32", "V": 1024},
@@ -33,6 +33,7 @@ UPSTREAM = {
     "tiled_swiglu": {**TILED, "hidden_act": "silu", "activation_type": "swiglu", "seq": 1024},
     "fused_add_rms_norm": {"M": 2048, "dtype": "fp32", "eps": 1e-06, "hidden": 1024},
     "poly_norm": {"M": 2048, "dtype": "bf16", "eps": 1e-06, "hidden": 1024},
+    "qwen2vl_mrope": {"dtype": "bf16", "seq": 2048, "q_heads": 32, "kv_heads": 8, "hidden": 512},
 }  # fmt: skip
 PROVIDERS = {
     "embedding": {"liger", "huggingface", "torch_compile"},
@@ -40,9 +41,10 @@ PROVIDERS = {
     "tiled_swiglu": {"huggingface", "liger", "liger_tiled", "deepspeed_tiled"},
     "fused_add_rms_norm": {"liger_fused_add_rms_norm", "huggingface", "liger_rms_norm"},
     "poly_norm": {"liger", "huggingface"},
+    "qwen2vl_mrope": {"liger", "huggingface"},
 }
 REP = {"embedding": 100, "tiled_geglu": 10, "tiled_swiglu": 10, "fused_add_rms_norm": 500,
-       "poly_norm": 500}  # fmt: skip
+       "poly_norm": 500, "qwen2vl_mrope": 400}  # fmt: skip
 # The providers that run without liger (on the CPU).
 CPU_PROVIDERS = {
     "embedding": ("huggingface", "torch_compile"),
@@ -50,6 +52,7 @@ CPU_PROVIDERS = {
     "tiled_swiglu": ("huggingface", "deepspeed_tiled"),
     "fused_add_rms_norm": ("huggingface",),
     "poly_norm": ("huggingface",),
+    "qwen2vl_mrope": ("huggingface",),
 }
 
 
@@ -122,8 +125,57 @@ def test_cpu_providers_match_the_float64_reference(name, provider):
     check = run_check(spec, impl, wl, torch.device("cpu"), "full", seed=7)
     assert check.passed, check.checks
     names = {c["name"] for c in check.checks}
+    if impl.module is None:  # a function: the inputs' gradients are the ones checked
+        assert names == {*spec.outputs, *(f"grad_{n}" for n in spec.inputs)}
+        return
     params = {f"grad_{n}" for n, _ in impl.module.named_parameters()}
     assert params and params <= names  # every weight's gradient is checked
+
+
+@pytest.mark.parametrize("sweep", [{"hidden": 512}, {"seq": 16384, "hidden": 8192}])
+def test_qwen2vl_mrope_workload_and_sections_as_the_script(sweep):
+    from kirunner.families.qwen2vl_mrope import mrope_section
+
+    wl, _ = get_spec("qwen2vl_mrope").resolve({**UPSTREAM["qwen2vl_mrope"], **sweep})
+    head_dim = wl["hidden"] // wl["q_heads"]
+    assert mrope_section(head_dim) == ([2, 3, 3] if head_dim == 16 else [32, 48, 48])
+    leaves = get_spec("qwen2vl_mrope").make_inputs(wl, "meta", None)
+    views = get_spec("qwen2vl_mrope").views(leaves)
+    assert tuple(views["q"].shape) == (1, 32, wl["seq"], head_dim)
+    assert tuple(views["k"].shape) == (1, 8, wl["seq"], head_dim)
+    assert not views["q"].is_contiguous()  # the transpose view, as upstream
+
+
+def test_qwen2vl_mrope_cos_sin_interleave_as_transformers_5_does():
+    """transformers 4.57's rotary embedding and section interleave (re-implemented, the
+    script's) give exactly the cos/sin that transformers 5 computes with both folded in."""
+    from transformers.models.qwen2_vl import modeling_qwen2_vl as hf
+    from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
+
+    from kirunner.families.qwen2vl_mrope import mrope_section, rotary_cos_sin
+
+    seq, head_dim = 64, 64
+    section = mrope_section(head_dim)
+    config = Qwen2VLTextConfig(hidden_size=32 * head_dim, num_attention_heads=32,
+                               num_key_value_heads=8, rope_parameters={
+                                   "rope_type": "default", "rope_theta": 1e6,
+                                   "mrope_section": section})  # fmt: skip
+    pos = torch.arange(seq * 3).view(3, 1, -1)
+    cos5, sin5 = hf.Qwen2VLRotaryEmbedding(config)(torch.empty((), dtype=torch.float32), pos)
+    cos4, sin4 = rotary_cos_sin(seq, head_dim, torch.float32, "cpu")
+
+    def interleave(t):
+        return torch.cat([m[i % 3] for i, m in enumerate(t.split(section * 2, dim=-1))], dim=-1)
+
+    assert torch.equal(interleave(cos4), cos5) and torch.equal(interleave(sin4), sin5)
+
+
+def test_qwen2vl_mrope_huggingface_matches_float64_in_float32():
+    spec = get_spec("qwen2vl_mrope")
+    wl = spec.scale_down(spec.resolve({**UPSTREAM["qwen2vl_mrope"], "dtype": "fp32"})[0])
+    impl = spec.build(wl, "huggingface", torch.device("cpu"), "0.7.0")
+    check = run_check(spec, impl, wl, torch.device("cpu"), "full", seed=5)
+    assert check.passed and check.checks[0]["atol"] == 1e-4, check.checks
 
 
 def test_deepspeed_tiled_weight_gradients_are_the_ones_its_backward_accumulates():

@@ -51,6 +51,8 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -204,18 +206,15 @@ def _key(values: dict[str, int], times: dict[str, datetime | None]) -> str:
     return hashlib.sha256((_namespace["salt"] + raw).encode()).hexdigest()[:32]
 
 
-class reading:
-    """`with reading(versions):` lets kept() in the view reuse the versions already read."""
-
-    def __init__(self, versions: Versions) -> None:
-        self.versions = versions
-
-    def __enter__(self) -> Versions:
-        self.token = _reading.set(self.versions)
-        return self.versions
-
-    def __exit__(self, *exc) -> None:
-        _reading.reset(self.token)
+@contextmanager
+def request_versions(versions: Versions) -> Iterator[Versions]:
+    """`with request_versions(versions):` lets kept() in the view reuse the versions its
+    request already read."""
+    token = _reading.set(versions)
+    try:
+        yield versions
+    finally:
+        _reading.reset(token)
 
 
 def run_activity(public_id: str) -> int:
@@ -312,10 +311,6 @@ def public_models() -> list:
         for model in apps.get_app_config(label).get_models(include_auto_created=True)
         if model._meta.managed and not model._meta.proxy and model._meta.label_lower not in private
     ]
-
-
-def public_tables() -> list[str]:
-    return sorted(m._meta.db_table for m in public_models())
 
 
 def run_paths(model, row: str) -> list[str]:

@@ -56,7 +56,7 @@ def public_page(view=None, *, reads=None):
             hit = store.get(key)
             if hit is not None:
                 return _from_entry(hit)
-        with freshness.reading(versions):
+        with freshness.request_versions(versions):
             response = view(request, *args, **kwargs)
         if response.status_code != 200 or getattr(response, "streaming", False):
             return response

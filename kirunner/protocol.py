@@ -36,6 +36,11 @@ kernels, and the differences matter for what is timed (and allocated):
     two inputs and two outputs, dys drawn once; backward = ``torch.autograd.backward(outs,
     dys, retain_graph=True)`` on one forward; full = forward + the same call freeing the
     graph (speed and memory alike); grad_to_none = the inputs in every pass.
+``mhc_loss`` (mhc_coeffs, mhc_pre, mhc_post_res)
+    the loss is the sum of the outputs' mean squares. forward runs on tensors that do not
+    require grad (the script draws them so for forward), with no grad_to_none; backward =
+    ``loss.backward(retain_graph=True)`` on one forward; full = forward + ``loss.backward()``;
+    grad_to_none = the inputs and the implementation module's parameters.
 ``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
     these scripts' bench_memory_* ignore the pass and always measure full (forward and
     backward with retain_graph=True): ``fixed_dy_full``, ``scalar_loss_retain_full``; and
@@ -266,6 +271,23 @@ def _fixed_dys_release(case: _Case, mode: str, *, for_memory: bool) -> tuple[Clo
     return full, g2n
 
 
+def _mhc_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, list | None]:
+    params = list(case.impl.module.parameters()) if case.impl.module is not None else []
+    if mode == "forward":
+        for t in [*case.leaves.values(), *params]:
+            t.requires_grad_(False)
+        return case.forward, None
+
+    def loss():
+        return sum(o.square().mean() for o in case.forward())
+
+    g2n = [*case.wrt, *params]
+    if mode == "backward":
+        y = loss()
+        return lambda: y.backward(retain_graph=True), g2n
+    return (lambda: loss().backward()), g2n
+
+
 def _always_full(style: Callable[..., tuple[Closure, list | None]]):
     """A memory recipe that measures full whatever pass the job names, as scripts whose
     bench_memory_* never read the mode do."""
@@ -295,6 +317,8 @@ _STYLES = {
     "fresh_dy_ids_full": _always_full(_fresh_dy_ids),
     "fixed_dys_release": _fixed_dys_release,
     "fixed_dys_release_full": _always_full(_fixed_dys_release),
+    "mhc_loss": _mhc_loss,
+    "mhc_loss_full": _always_full(_mhc_loss),
 }
 
 

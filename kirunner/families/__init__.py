@@ -5,7 +5,7 @@ jsd/kl_div/tvd (divergence), sparsemax, fused_linear_jsd,
 distill_jsd_loss/distill_cosine_loss (distill), fused_linear_cross_entropy,
 fused_linear_cpo_loss/fused_linear_simpo_loss (preference) and dpo_loss/kto_loss
 (preference_ref); and, from the scripts at commit ab7fe2a (the H100 CI rows), embedding,
-tiled_geglu/tiled_swiglu (tiled_mlp), fused_add_rms_norm, poly_norm and qwen2vl_mrope."""
+tiled_geglu/tiled_swiglu (tiled_mlp), fused_add_rms_norm, poly_norm, qwen2vl_mrope and mhc_coeffs/mhc_pre/mhc_post_res (mhc)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .fused_add_rms_norm import SPECS as _FUSED_ADD_RMS_NORM
 from .fused_linear_cross_entropy import SPECS as _FUSED_LINEAR_CROSS_ENTROPY
 from .fused_linear_jsd import SPECS as _FUSED_LINEAR_JSD
 from .group_norm import SPECS as _GROUP_NORM
+from .mhc import SPECS as _MHC
 from .multi_token_attention import SPECS as _MULTI_TOKEN_ATTENTION
 from .neighborhood_attention import SPECS as _NEIGHBORHOOD_ATTENTION
 from .poly_norm import SPECS as _POLY_NORM
@@ -45,4 +46,5 @@ FAMILY_SPECS = (
     *_FUSED_ADD_RMS_NORM,
     *_POLY_NORM,
     *_QWEN2VL_MROPE,
+    *_MHC,
 )

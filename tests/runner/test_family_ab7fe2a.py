@@ -1,5 +1,5 @@
 """The kernels new at Liger-Kernel ab7fe2a (kirunner/families/: embedding, tiled_mlp,
-fused_add_rms_norm, poly_norm, qwen2vl_mrope): every H100 row of that commit's CI publication resolves to
+fused_add_rms_norm, poly_norm, qwen2vl_mrope, mhc): every H100 row of that commit's CI publication resolves to
 the script's workload, the inputs and closures are built as the scripts build them, the
 providers that run on the CPU agree with the float64 references, and a CPU job of each runs
 end to end (liger itself needs a CUDA GPU)."""
@@ -24,7 +24,10 @@ GPU = "NVIDIA H100 80GB HBM3"
 # Rows per kernel at ab7fe2a, and the first row's parameters as runs.sources.parsers
 # normalises them.
 ROWS = {"embedding": 192, "tiled_geglu": 120, "tiled_swiglu": 120,
-        "fused_add_rms_norm": 72, "poly_norm": 48, "qwen2vl_mrope": 64}  # fmt: skip
+        "fused_add_rms_norm": 72, "poly_norm": 48, "qwen2vl_mrope": 64,
+        "mhc_coeffs": 40, "mhc_pre": 40, "mhc_post_res": 40}  # fmt: skip
+MHC = {"batch": 4, "HC": 4, "C": 4096, "tmax": 20, "rms_eps": 1e-06, "pre_eps": 0,
+       "sinkhorn_eps": 1e-06, "post_mult": 2}  # fmt: skip
 TILED = {"batch": 2, "hidden": 2048, "intermediate": 4096, "num_shards": 4, "dtype": "bf16"}
 UPSTREAM = {
     "embedding": {"batch": 32, "seq": 512, "D": 768, "dtype": "fp32", "V": 1024},
@@ -34,6 +37,7 @@ UPSTREAM = {
     "fused_add_rms_norm": {"M": 2048, "dtype": "fp32", "eps": 1e-06, "hidden": 1024},
     "poly_norm": {"M": 2048, "dtype": "bf16", "eps": 1e-06, "hidden": 1024},
     "qwen2vl_mrope": {"dtype": "bf16", "seq": 2048, "q_heads": 32, "kv_heads": 8, "hidden": 512},
+    **{f"mhc_{sub}": {**MHC, "sub_kernel": sub, "seq": 128} for sub in ("coeffs", "pre", "post_res")},
 }  # fmt: skip
 PROVIDERS = {
     "embedding": {"liger", "huggingface", "torch_compile"},
@@ -42,9 +46,11 @@ PROVIDERS = {
     "fused_add_rms_norm": {"liger_fused_add_rms_norm", "huggingface", "liger_rms_norm"},
     "poly_norm": {"liger", "huggingface"},
     "qwen2vl_mrope": {"liger", "huggingface"},
+    **dict.fromkeys(("mhc_coeffs", "mhc_pre", "mhc_post_res"), {"liger", "torch"}),
 }
 REP = {"embedding": 100, "tiled_geglu": 10, "tiled_swiglu": 10, "fused_add_rms_norm": 500,
-       "poly_norm": 500, "qwen2vl_mrope": 400}  # fmt: skip
+       "poly_norm": 500, "qwen2vl_mrope": 400,
+       "mhc_coeffs": 100, "mhc_pre": 100, "mhc_post_res": 100}  # fmt: skip
 # The providers that run without liger (on the CPU).
 CPU_PROVIDERS = {
     "embedding": ("huggingface", "torch_compile"),
@@ -53,6 +59,7 @@ CPU_PROVIDERS = {
     "fused_add_rms_norm": ("huggingface",),
     "poly_norm": ("huggingface",),
     "qwen2vl_mrope": ("huggingface",),
+    **dict.fromkeys(("mhc_coeffs", "mhc_pre", "mhc_post_res"), ("torch",)),
 }
 
 
@@ -125,7 +132,7 @@ def test_cpu_providers_match_the_float64_reference(name, provider):
     check = run_check(spec, impl, wl, torch.device("cpu"), "full", seed=7)
     assert check.passed, check.checks
     names = {c["name"] for c in check.checks}
-    if impl.module is None:  # a function: the inputs' gradients are the ones checked
+    if impl.module is None or not list(impl.module.parameters()):  # a function
         assert names == {*spec.outputs, *(f"grad_{n}" for n in spec.inputs)}
         return
     params = {f"grad_{n}" for n, _ in impl.module.named_parameters()}
@@ -294,3 +301,55 @@ def test_liger_is_unavailable_on_the_cpu(name):
     provider = sorted(PROVIDERS[name] - set(CPU_PROVIDERS[name]))[0]
     job = make_job(name, provider=provider, parameters=UPSTREAM[name])
     assert run_job(job, force_cpu=True)["payload"]["status"] == "unavailable"
+
+
+# (kernel, pass) -> what grad_to_none holds (None: no grad_to_none)
+MHC_RESETS = {
+    ("mhc_coeffs", "backward"): {"x", "phi", "b", "alpha_pre", "alpha_post", "alpha_res"},
+    ("mhc_pre", "full"): {"x", "h_pre"},
+    ("mhc_post_res", "backward"): {"x", "f_out", "h_post", "h_res"},
+}
+
+
+@pytest.mark.parametrize("name,mode", sorted(MHC_RESETS))
+def test_mhc_closures_as_upstream(monkeypatch, name, mode):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, "torch", torch.device("cpu"), "0.7.0")
+    gen = torch.Generator().manual_seed(0)
+    fn, g2n = protocol.speed_closure(spec, impl, wl, "cpu", gen, mode)
+    calls = _backward_spy(monkeypatch)
+    fn()
+    fn()
+    assert calls == [("tensor", True if mode == "backward" else None)] * 2
+    named = {id(t): n for n, t in (impl.module.named_parameters() if impl.module else [])}
+    leaves = spec.make_inputs(wl, "cpu", torch.Generator().manual_seed(0))
+    assert len(g2n) == len(MHC_RESETS[(name, mode)])
+    assert {named.get(id(t)) for t in g2n} - {None} == MHC_RESETS[(name, mode)] - set(leaves)
+
+
+@pytest.mark.parametrize("name", ["mhc_coeffs", "mhc_pre", "mhc_post_res"])
+def test_mhc_forward_runs_without_grad_as_the_script(name):
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, "torch", torch.device("cpu"), "0.7.0")
+    fn, g2n = protocol.speed_closure(spec, impl, wl, "cpu", torch.Generator(), "forward")
+    outs = fn()
+    assert g2n is None and all(o.grad_fn is None for o in outs)
+
+
+def test_mhc_coefficients_and_inputs_as_the_script():
+    wl, _ = get_spec("mhc_post_res").resolve({**UPSTREAM["mhc_post_res"], "seq": 2048})
+    leaves = get_spec("mhc_post_res").make_inputs(wl, "meta", None)
+    assert tuple(leaves["x"].shape) == (4, 2048, 4, 4096) and leaves["x"].dtype == torch.bfloat16
+    assert tuple(leaves["f_out"].shape) == (4, 2048, 4096)
+    small = get_spec("mhc_post_res").scale_down(wl)
+    impl = get_spec("mhc_post_res").build(small, "torch", torch.device("cpu"), "0.7.0")
+    h_res = impl.module.h_res.detach()
+    assert tuple(h_res.shape) == (2, small["seq"], 4, 4) and h_res.dtype == torch.float32
+    # Sinkhorn's 20 iterations: a (nearly) doubly stochastic matrix per token.
+    assert torch.allclose(h_res.sum(-2), torch.ones(()), atol=1e-3)
+    coeffs = get_spec("mhc_coeffs").make_inputs(get_spec("mhc_coeffs").scale_down(wl | {
+        "sub_kernel": "coeffs"}), "cpu", torch.Generator().manual_seed(0))  # fmt: skip
+    assert coeffs["phi"].dtype == torch.bfloat16 and float(coeffs["phi"].float().std()) < 0.03
+    assert coeffs["b"].dtype == torch.float32 and float(coeffs["alpha_res"]) == 1.0

@@ -55,7 +55,7 @@ def _peak_mb() -> float:
 def _timed_ingest(source_slug: str, paths: list[str], profile: bool) -> dict:
     from django.db import connection
 
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     queries = 0
 

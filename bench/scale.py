@@ -7,7 +7,7 @@
 For each size, in one PostgreSQL database of its own (ki_scale_80k, ki_scale_1m, ...):
 1. Build (resumable; --skip-build only migrates what is there). The first size is the real demo
    data (`manage.py demo --no-serve`: both Liger sources, KernelBench and the reruns). A larger
-   size starts as a copy of it and grows through the real ingest path (runs.services.ingest)
+   size starts as a copy of it and grows through the real ingest path (runs.sources.pipeline.ingest)
    with synthetic CI feeds: the CSVs of data/liger-ci re-labelled under new commit ids
    (sha1 of "scale-<copy>-<run folder>") with their timestamps moved by <copy> days, so each copy
    of a CI run is a new publication of the liger-kernel-ci source. These extra rows are copies
@@ -345,7 +345,7 @@ def build(target: int, tmp: Path) -> dict:
     from django.core.management import call_command
 
     from runs.models import Publication, Run
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     rows = files = 0
     seconds = 0.0
@@ -393,7 +393,7 @@ def measure_ingest(tmp: Path) -> dict:
     from django.db import connection, transaction
 
     from runs.models import Run
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     dest = tmp / "measure"
     relabel(CI_ROOT, dest, MEASURE_COPY)
@@ -708,7 +708,7 @@ def _write_round(a: str, b: str) -> dict[str, dict]:
     }
 
     def ingest_one(user) -> None:
-        from runs.services import ingest
+        from runs.sources.pipeline import ingest
 
         with tempfile.TemporaryDirectory(prefix="ki-scale-one-") as tmp:
             relabel(CI_ROOT, Path(tmp), MEASURE_COPY - 1, [SMALL_CI_RUN])

@@ -1,6 +1,6 @@
 """The source `kernelindex`: the job file a runner reads, and the record a verified GPU
 result becomes. Like every source it only builds records; they go in through the door of
-every upstream file (runs.services.ingest_records: record checks, documents, comparison
+every upstream file (runs.sources.pipeline.ingest_records: record checks, documents, comparison
 group, public id, rank, ledger entry).
 """
 
@@ -14,8 +14,8 @@ from runs.manifest import documents
 from runs.manifest.canonical import API_VERSION
 from runs.models import Run
 from runs.reference import catalogue
-from runs.services import ingest_records
 from runs.sources.base import Doc, InputFile, Measurement, Record
+from runs.sources.pipeline import ingest_records, source_ensure
 
 API = API_VERSION
 SOURCE = {
@@ -215,8 +215,10 @@ def controlled_record(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Rec
 
 def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Run:
     """Import the record of a verified GPU result through the door every upstream file goes
-    through (runs.services.ingest_records): the record checks, the write and its ranking, and
-    a ledger entry of the source `kernelindex`, the fetched bytes being the signed payload's.
+    through (runs.sources.pipeline.ingest_records): the record checks, the write and its
+    ranking, and a ledger entry of the source `kernelindex`, the fetched bytes being the signed
+    payload's. No change detection: it compares a source's publications over time, and those of
+    `kernelindex` are days of reruns, whose differences are verdicts, not upstream changes.
     Called inside result_record's transaction; a record the checks refuse raises IngestError
     before anything is written. The run is created at `reported`, as every new run is;
     runs.evidence.evidence_apply then gives it its level with the verdict it carries."""
@@ -228,11 +230,14 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
         # together (liger beside huggingface on the same H200), as an upstream suite run is.
         publication=f"{job.gpu_class}-{record.observed_at:%Y-%m-%d}",
     )
-    ingest_records(
-        source_slug=SOURCE["slug"],
+    source = source_ensure(
+        SOURCE["slug"],
         # No homepage: this site is the source, and a stored origin would be the origin of
         # whichever machine recorded the first rerun.
-        source_meta={"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
+        {"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
+    )
+    ingest_records(
+        source=source,
         item=item,
         records=[record],
         trigger="rerun",

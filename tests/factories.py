@@ -24,7 +24,7 @@ from runs.models import (
     history_key,
 )
 from runs.reference import catalogue
-from runs.services import implementation_ensure, workload_ensure
+from runs.sources.documents import implementation_ensure, workload_ensure
 
 
 class SourceFactory(factory.django.DjangoModelFactory):

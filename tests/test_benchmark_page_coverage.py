@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import Benchmark, Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH, LIGER_CI, LIGER_CSV
 from tests.pages import text_of
 

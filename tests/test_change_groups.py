@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from runs.changes.models import CellChange
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.pages import text_of
 from tests.synthetic_ci import BASE, commit, write_history
 

@@ -13,7 +13,7 @@ import pytest
 from runs.changes.models import CellChange
 from runs.changes.services import changes_detect
 from runs.models import Publication, Source
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.pages import text_of
 from tests.synthetic_ci import BASE, START, commit, suite_cells, write_history
 

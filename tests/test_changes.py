@@ -11,7 +11,7 @@ from runs.changes import detect
 from runs.changes.models import CellChange, CellSeries
 from runs.changes.services import changes_detect
 from runs.models import Source
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.synthetic_ci import BASE, commit, suite_cells, write_history
 
 FLAT = [1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01]

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runs.claims.models import JudgedClaim
 from runs.claims.rule import SEVERITY
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import Evidence, Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH
 
 REPO = Path(__file__).resolve().parent.parent

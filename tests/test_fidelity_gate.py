@@ -267,7 +267,7 @@ def test_rejudging_a_real_batch_withholds_exactly_what_the_table_does_not_establ
     from django.core.management import call_command
 
     from runs.models import Run
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     ingest(source_slug="liger-kernel-ci", locations=[str(REPO / "data/liger-ci/02bac05")])
     ingest(

@@ -9,7 +9,7 @@ import pytest
 from runs.models import Run
 from runs.pages import run_sections
 from runs.read import catalogue
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.synthetic_ci import commit, write_history
 
 N = 61  # CI runs: longer than the window on both sides of a run in the middle

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH, LIGER_CSV
 
 pytestmark = pytest.mark.django_db

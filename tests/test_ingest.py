@@ -14,8 +14,8 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import ComparisonGroup, ImportRecord, Publication, Run
-from runs.services import ingest, public_id_for
 from runs.sources.parsers import IngestError
+from runs.sources.pipeline import ingest, public_id_for
 from tests.conftest import EXAMPLE_EXTERNAL_ID, LIGER_CI, LIGER_CSV
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runs.models import ImportRecord, Publication, Run
-from runs.services import ingest
 from runs.sources.base import IngestError
+from runs.sources.pipeline import ingest
 from tests.conftest import LIGER_CSV
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 
 from runs.evidence import Outcome, evidence_apply
 from runs.models import Evidence
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import LIGER_CI
 from tests.factories import RunFactory, SourceFactory
 from tests.runner.issued import issue_jobs_module

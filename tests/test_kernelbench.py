@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 
 from runs.models import ComparisonGroup, ImportRecord, Run
-from runs.services import ingest
 from runs.sources import kernelbench
 from runs.sources.base import IngestError
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import ImportRecord
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ import pytest
 
 from runs.models import ImportRecord
 from runs.pages.views import LEDGER_PAGE
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH, LIGER_CI
 from tests.pages import text_of
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from runs.models import Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH
 from tests.pages import text_of
 

@@ -9,7 +9,7 @@ import pytest
 
 from runs.models import Run
 from runs.pages.units import scale
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH, LIGER_CSV
 from tests.pages import text_of
 

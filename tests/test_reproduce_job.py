@@ -23,7 +23,7 @@ from kirunner.runner import support_problem, validate_job
 from reruns import controlled, selfrun
 from reruns.models import RerunJob
 from runs.models import Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 
 from .conftest import DATA, KERNELBENCH, LIGER_CI, LIGER_CSV
 

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from reruns.models import JobState, RerunJob
 from runs.manifest.canonical import document_digest, run_manifest
 from runs.models import Evidence
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FIXTURE = Path(__file__).resolve().parent / "data" / "reruns" / "h200-2026-11-29"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import Publication, Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import LIGER_CI
 
 REPO = Path(__file__).resolve().parent.parent

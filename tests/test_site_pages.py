@@ -28,7 +28,7 @@ def test_home_counts_come_from_the_tallies_and_move_with_an_ingest(client, liger
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
     from tests.conftest import KERNELBENCH
 
     def home(**headers):

@@ -50,7 +50,7 @@ def _agree() -> None:
 @pytest.mark.django_db
 def test_tallies_follow_ingest_revisions_evidence_and_deletes(liger_bench):
     _agree()
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     ingest(source_slug="kernelbench", locations=[str(KERNELBENCH)])
     _agree()

@@ -27,9 +27,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kirunner import sanity
+from runs.changes.services import changes_detect_after_ingest
 from runs.manifest import documents
 from runs.manifest.canonical import document_canonical, sha256_digest
 from runs.models import ComparisonGroup, Evidence, Publication, Run, Source, history_key
+from runs.sources import source_module
 from runs.sources.base import IngestError, InputFile, Record
 from runs.sources.documents import Resolver
 from runs.sources.ledger import IngestReport, ledger_append
@@ -182,6 +184,25 @@ def run_spec(r: Record, *, source_slug: str, digests: dict) -> dict:
         **r.extra_spec,
         **digests,
     }
+
+
+def ingest(
+    *, source_slug: str, locations: list[str], progress: Progress | None = None
+) -> list[IngestReport]:
+    """Import files of one source (the `ingest` command, tests, bench/): each file whole or not
+    at all, the first bad one ends it; then change detection over the cells they touched."""
+    module = source_module(source_slug)
+    source = source_ensure(module.SLUG, module.META)
+    # One resolver for all files: the 35 CI runs share most of their documents.
+    resolver = Resolver()
+    reports = [
+        ingest_file(source=source, module=module, item=item, progress=progress, resolver=resolver)
+        for item in module.inputs(locations)
+    ]
+    # Once for all files, over the cells they touched: per file would re-read a cell's growing
+    # history 35 times when a source's CI runs come in at once.
+    changes_detect_after_ingest(source=source, reports=reports)
+    return reports
 
 
 def ingest_file(

@@ -24,8 +24,9 @@ from django.core.cache import cache
 from runs.changes.services import changes_detect_after_ingest
 from runs.sources import fetch, source_module
 from runs.sources.base import IngestError, InputFile
+from runs.sources.documents import Resolver
 from runs.sources.ledger import ledger_append
-from runs.sources.pipeline import Resolver, ingest_file, source_ensure
+from runs.sources.pipeline import ingest_file, source_ensure
 
 logger = logging.getLogger(__name__)
 

@@ -76,7 +76,7 @@ WIDE_ELEMENTS = """() => {
 @pytest.fixture
 def site(transactional_db, settings):
     from reruns.services import result_record
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
     from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
     settings.KERNELINDEX_WORKER_KEYS = TEST_KEYS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runs.models import Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.browser.test_phone_pages import _measure
 from tests.synthetic_ci import commit, suite_cells, write_history
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import KERNELBENCH, LIGER_CSV
 

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def example_id(transactional_db):
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
     from tests.conftest import LIGER_CSV
 
     ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from attestations import services
 from attestations.models import Attestation
 from runs.models import Run
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import DATA
 from tests.factories import GpuFactory, RunFactory
 

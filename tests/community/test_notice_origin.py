@@ -17,7 +17,7 @@ from attestations.watching import receivers
 from attestations.watching.services import watch_start
 from kilib.origin import links_origin, site_root
 from runs.models import Publication, Source
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.synthetic_ci import suite_cells, write_history
 
 pytestmark = pytest.mark.django_db

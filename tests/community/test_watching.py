@@ -14,7 +14,7 @@ from attestations.services import attestation_moderate
 from attestations.watching.services import unsubscribe_token, watch_start
 from runs.evidence import Outcome, evidence_apply
 from runs.models import Benchmark, Run, Source
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from runs.sources.sync import source_sync
 from tests.factories_community import AttestationFactory, make_staff
 from tests.synthetic_ci import commit, suite_cells, write_history

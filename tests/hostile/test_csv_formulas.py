@@ -11,7 +11,7 @@ import json
 import pytest
 
 from runs.read import exports
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.conftest import LIGER_CSV
 
 # Ingest strips the cells, so a tab or CR start cannot come from a Liger file (the unit test

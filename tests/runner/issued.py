@@ -26,7 +26,7 @@ def issued_documents(selection: str, kernels) -> Iterator[tuple[object, dict]]:
     ("all_h200" or "unjudged_h200"), after ingesting the 02bac05 folder. Needs the db."""
     from reruns.controlled import job_document
     from reruns.models import RerunJob
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     ingest(source_slug="liger-kernel-ci", locations=[str(LIGER_CI / "02bac05")])
     for run in getattr(issue_jobs_module(), f"selected_{selection}")():

@@ -7,8 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from kilib.origin import command_origin, links_origin
-from runs.services import SOURCES, ingest
+from runs.sources import SOURCES
 from runs.sources.base import IngestError
+from runs.sources.pipeline import ingest
 
 
 class Command(BaseCommand):

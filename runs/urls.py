@@ -1,7 +1,6 @@
-from django.urls import path
+from django.urls import include, path
 
-from runs.pages import changes_views, views
-from runs.pages.change_feeds import BenchmarkChangesFeed, CellChangesFeed, SourceChangesFeed
+from runs.pages import views
 from runs.pages.feeds import latest_runs
 from runs.read.page_cache import public_page
 
@@ -21,22 +20,8 @@ urlpatterns = [
     path("groups/<str:key>/", views.group_detail, name="group"),
     path("sources/<slug:slug>/", views.source_detail, name="source"),
     path("sources/<slug:slug>/ledger/", views.source_ledger, name="source-ledger"),
-    path("sources/<slug:slug>/changes/", changes_views.source_changes, name="source-changes"),
     path("gpus/<slug:slug>/", views.gpu_detail, name="gpu"),
     path("feeds/runs.atom", public_page(latest_runs), name="feed"),
-    path(
-        "feeds/sources/<slug:slug>/changes.atom",
-        public_page(SourceChangesFeed()),
-        name="feed-source-changes",
-    ),
-    path(
-        "feeds/benchmarks/<upstream:slug>/changes.atom",
-        public_page(BenchmarkChangesFeed()),
-        name="feed-benchmark-changes",
-    ),
-    path(
-        "feeds/runs/<str:public_id>/changes.atom",
-        public_page(CellChangesFeed()),
-        name="feed-cell-changes",
-    ),
+    # Change detection's page and feeds (runs/changes/), named in this namespace.
+    path("", include("runs.changes.urls")),
 ]

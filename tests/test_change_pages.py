@@ -165,7 +165,7 @@ def test_the_benchmark_page_lists_its_changes(client, history):
 
 
 def test_every_change_filter_has_an_index():
-    """The API's filters (runs/api/changes.py) and the pages' reads, each on the leading column
+    """The API's filters (runs/changes/api.py) and the pages' reads, each on the leading column
     of an index of runs_cellchange."""
     from django.db import connection
 

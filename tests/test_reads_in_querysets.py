@@ -14,8 +14,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # Every module of runs/pages/ (the page views, the parts they keep, the run page's sections,
-# the listings, the feeds), every app's run-page panels and the community's page views.
+# the listings, the feeds), the changes page and feeds, every app's run-page panels and the
+# community's page views.
 MODULES = sorted(str(p.relative_to(REPO)) for p in (REPO / "runs/pages").glob("*.py")) + [
+    "runs/changes/views.py",
+    "runs/changes/feeds.py",
     "reruns/panels.py",
     "attestations/panels.py",
     "attestations/watching/panels.py",

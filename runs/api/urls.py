@@ -1,7 +1,8 @@
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from runs.api import changes, views
+from runs.api import views
+from runs.changes.urls import api_urlpatterns as changes_api
 
 app_name = "api"
 
@@ -20,7 +21,8 @@ urlpatterns = [
     path("groups/<str:key>/", views.GroupDetail.as_view(), name="group"),
     path("sources/", views.SourceList.as_view(), name="sources"),
     path("sources/<slug:slug>/", views.SourceDetail.as_view(), name="source"),
-    path("changes/", changes.ChangeList.as_view(), name="changes"),
+    # Change detection's list (runs/changes/), named in this namespace.
+    path("", include(changes_api)),
     path("environments/", views.EnvironmentList.as_view(), name="environments"),
     path("environments/<str:digest>/", views.EnvironmentDetail.as_view(), name="environment"),
 ]

@@ -68,6 +68,30 @@ def test_the_scan_counts_an_import_inside_a_function():
     assert "reruns.tasks" not in graph["reruns.services"]
 
 
+# Which top-level package may import which (docs/architecture.md, "Import arrows"): the
+# project package composes everything; attestations and reruns are built on runs and never
+# import each other; the shared library and the runner import none of the others.
+APP_ARROWS = {
+    "kernelindex": {"kilib", "runs", "attestations", "reruns", "kirunner"},
+    "attestations": {"kilib", "runs", "kirunner"},
+    "reruns": {"kilib", "runs", "kirunner"},
+    "runs": {"kilib", "kirunner"},
+    "kilib": set(),
+    "kirunner": set(),
+}
+
+
+def test_packages_import_one_way():
+    wrong = {
+        (name, other)
+        for name, edges in _graph().items()
+        for other in edges
+        if other.split(".")[0] != name.split(".")[0]
+        and other.split(".")[0] not in APP_ARROWS[name.split(".")[0]]
+    }
+    assert wrong == set()
+
+
 def test_page_modules_do_not_import_the_template_tags():
     """Tags are built on the page modules (listing, native, units), never the reverse."""
     graph = _graph()

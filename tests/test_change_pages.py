@@ -10,7 +10,7 @@ import pytest
 from runs.changes.models import CellChange
 from runs.models import Run
 from runs.pages import history_chart
-from runs.services import ingest
+from runs.sources.pipeline import ingest
 from tests.factories import RunFactory
 from tests.pages import queries, text_of
 from tests.synthetic_ci import BASE, commit, suite_cells, write_history

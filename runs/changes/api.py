@@ -9,7 +9,7 @@ from django.utils.decorators import method_decorator
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 
-from runs.api.views import StrictCursorPagination, StrictQueryMixin
+from runs.api.base import StrictCursorPagination, StrictQueryMixin
 from runs.changes.models import CellChange
 from runs.changes.pages import shown
 from runs.changes.serializers import ChangeSerializer

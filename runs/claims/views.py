@@ -13,7 +13,7 @@ from django.views.decorators.http import require_safe
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 
-from runs.api.views import StrictCursorPagination, StrictQueryMixin
+from runs.api.base import StrictCursorPagination, StrictQueryMixin
 from runs.claims.models import JudgedClaim, Verdict
 from runs.claims.serializers import JudgedClaimSerializer
 from runs.models import Run, Source

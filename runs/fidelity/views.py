@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runs.api.views import StrictQueryMixin
+from runs.api.base import StrictQueryMixin
 from runs.fidelity import table as fidelity
 from runs.fidelity.serializers import FidelityTableSerializer
 from runs.models import Source

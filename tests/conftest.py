@@ -18,6 +18,80 @@ EXAMPLE_EXTERNAL_ID = (
 )
 
 
+def _redis_of_this_worker() -> None:
+    """Under pytest-xdist (`-n 2`) each worker is a process of its own with its own test
+    database (pytest-django adds `_gw0`, `_gw1`, ... to its name), but REDIS_URL names one Redis
+    database for all of them: worker gwN takes the database N + 1 after REDIS_URL's (in CI,
+    REDIS_URL ends in /0, so gw0 uses /1 and gw1 /2), so one worker's cached pages, counters
+    and queues are never another's. Settings are loaded before this file, so the cache, the
+    broker and the environment its subprocesses inherit (gunicorn, a Celery worker) are pointed
+    at it here, before any test touches them."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from django.conf import settings
+    from django.core.cache import caches
+
+    worker = os.getenv("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not settings.REDIS_URL:
+        return
+    url = urlsplit(settings.REDIS_URL)
+    base = int(url.path.strip("/") or 0)
+    own = urlunsplit(url._replace(path=f"/{(base + 1 + int(worker[2:])) % 16}"))
+    settings.REDIS_URL = own
+    settings.CELERY_BROKER_URL = own
+    settings.CACHES = {
+        alias: {**config, "LOCATION": own} if "redis" in config["BACKEND"].lower() else config
+        for alias, config in settings.CACHES.items()
+    }
+    caches.__dict__.pop("settings", None)  # read CACHES again on first use
+    os.environ["REDIS_URL"] = own
+
+
+_redis_of_this_worker()
+
+
+def _fast_password_hashing() -> None:
+    """Django's default hasher takes a million PBKDF2 rounds by design (about 0.5 s a hash on
+    this project's 2-CPU host), and every user a fixture makes and every login a test posts
+    pays it: tests hash with MD5, as Django's testing docs advise. Nothing here tests the
+    hasher; the servers tests start in subprocesses (gunicorn, the quick start) keep the
+    production one."""
+    from django.conf import settings
+    from django.contrib.auth import hashers
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    hashers.get_hashers.cache_clear()
+    hashers.get_hashers_by_algorithm.cache_clear()
+
+
+_fast_password_hashing()
+
+# The test modules that take longest, longest first. With pytest-xdist's `--dist loadfile
+# --no-loadscope-reorder` (the README's command) files go to the workers in collection order,
+# so these start first and the many short files fill in behind them, instead of a six-minute
+# module starting last. A name missing here only runs in its usual place.
+SLOW_FIRST = (
+    "test_shipped_walk.py",
+    "test_reproduce_install.py",
+    "test_crawl.py",
+    "test_every_page.py",
+    "test_cli.py",
+    "test_every_url.py",
+    "test_accounts.py",
+    "test_measured_upload.py",
+    "test_run_page.py",
+    "test_schemathesis.py",
+    "test_phone_pages.py",
+    "test_benchmark_page_coverage.py",
+    "test_reproduce_job.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _versions_read_from_the_table():
     """A test's writes never commit, so PostgreSQL would never push their versions: pages read

@@ -331,10 +331,16 @@ def _build(
     mode: str,
     for_memory: bool,
 ):
-    if mode not in ("forward", "backward", "full"):
+    if mode not in ("forward", "backward", "full", "no-grad-forward"):
         raise ValueError(f"unknown pass {mode!r}")
     case = _Case(spec, impl, wl, device, gen, for_memory=for_memory)
     style = (spec.memory_style or spec.style) if for_memory else spec.style
+    if mode == "no-grad-forward":
+        # The forward, which the caller times under torch.no_grad() (runner._latency), as
+        # the scripts that have this pass (cross_entropy, fused_linear_cross_entropy from
+        # Liger-Kernel 0.6.3) wrap their do_bench call; they pass no grad_to_none.
+        fn, _ = _STYLES[style](case, "forward", for_memory=for_memory)
+        return fn, None
     return _STYLES[style](case, mode, for_memory=for_memory)
 
 

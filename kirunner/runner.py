@@ -16,6 +16,7 @@ Order of work, and why:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gc
 import os
@@ -34,7 +35,7 @@ from .workload import WorkloadError
 
 __all__ = ["API_VERSION", "JobError", "is_self_run", "run_job", "support_problem", "validate_job"]
 
-PASSES = ("forward", "backward", "full")
+PASSES = ("forward", "backward", "full", "no-grad-forward")
 METRIC_ALIASES = {"latency": "latency", "speed": "latency", "memory": "memory"}
 DEFAULT_QUANTILES = (0.5, 0.2, 0.8)
 RELEASE = re.compile(r"^v?\d+\.\d+")
@@ -468,6 +469,17 @@ class _Measured:
 
 
 def _latency(
+    case: _Case, rep: float, cpu_max_samples: int, progress: Callable[[str], None]
+) -> _Measured:
+    import torch
+
+    # no-grad-forward: the scripts call do_bench inside torch.no_grad(); so is every timed
+    # call here, the diagnostics' included.
+    with torch.no_grad() if case.mode == "no-grad-forward" else contextlib.nullcontext():
+        return _latency_in_mode(case, rep, cpu_max_samples, progress)
+
+
+def _latency_in_mode(
     case: _Case, rep: float, cpu_max_samples: int, progress: Callable[[str], None]
 ) -> _Measured:
     from . import harness, protocol

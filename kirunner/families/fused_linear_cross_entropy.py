@@ -16,6 +16,12 @@ and the weight's gradients accumulate call after call (style `scalar_loss`). Mem
 only (`scalar_loss_full`).
 Adaptation, in the result's notes: the linears are built on the device rather than
 initialised on the CPU and moved (same distribution; outside anything measured).
+
+From Liger-Kernel 0.6.2 on (commit 2845fe83; the ab7fe2a rows carry 0.7.0) the script builds
+only the provider's head, and adds a third provider, `liger-fp32-accum` (normalised
+`liger_fp32_accum`): `LigerFusedLinearCrossEntropyLoss(..., accum_dtype=torch.float32)`; and
+(0.6.3 on) a fourth pass, `no-grad-forward`, the forward timed under `torch.no_grad()` (the
+runner's pass of that name). A job whose liger revision is 0.6.2 or later gets one head.
 """
 
 from __future__ import annotations
@@ -24,10 +30,20 @@ from dataclasses import dataclass
 
 from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
-from ..workload import Param
+from ..workload import Param, WorkloadError
 
 IGNORE_INDEX = -100  # both heads' default, which the script keeps
 _NOTES = ["linears built on the device, not initialised on the CPU and moved"]
+ONE_HEAD_FROM = (0, 6, 2)  # the script builds only the provider's head from this release on
+
+
+def one_head(revision: str | None) -> bool:
+    """Whether the script at this liger release builds the provider's head alone."""
+    try:
+        parts = tuple(int(p) for p in str(revision).split(".")[:3])
+    except ValueError:
+        return False
+    return parts >= ONE_HEAD_FROM
 
 
 def _linear(wl, device):
@@ -50,7 +66,12 @@ class FusedLinearCrossEntropySpec(KernelSpec):
         import torch
 
         lin = _linear(wl, device)
-        other = _linear(wl, device)  # the other provider's head: live upstream too
+        # Before 0.6.2 the script built the other provider's head too, live in every call.
+        other = None if one_head(revision) else _linear(wl, device)
+        if provider == "liger_fp32_accum" and other is not None:
+            raise WorkloadError(
+                f"liger-fp32-accum is a provider from Liger-Kernel 0.6.2 on, not {revision}"
+            )
         if provider == "huggingface":
             ce = torch.nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
             info = torch_info(
@@ -68,7 +89,12 @@ class FusedLinearCrossEntropySpec(KernelSpec):
                 device_type=torch.device(device).type,
             )
             info.notes.extend(_NOTES)
-            flce = mod.LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
+            accum = {"accum_dtype": torch.float32} if provider == "liger_fp32_accum" else {}
+            flce = mod.LigerFusedLinearCrossEntropyLoss(
+                ignore_index=IGNORE_INDEX, reduction="mean", **accum
+            )
+            if accum:
+                info.notes.append("accum_dtype=torch.float32 (the script's liger-fp32-accum)")
 
             def fwd(v):
                 return (flce(lin.weight, v["x"], v["target"]),)
@@ -90,7 +116,7 @@ SPECS = (
     FusedLinearCrossEntropySpec(
         name="fused_linear_cross_entropy",
         script="benchmark/scripts/benchmark_fused_linear_cross_entropy.py",
-        providers=("liger", "huggingface"),
+        providers=("liger", "huggingface", "liger_fp32_accum"),
         upstream_rep=100,
         style="scalar_loss",
         memory_style="scalar_loss_full",

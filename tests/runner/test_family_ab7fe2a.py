@@ -353,3 +353,61 @@ def test_mhc_coefficients_and_inputs_as_the_script():
         "sub_kernel": "coeffs"}), "cpu", torch.Generator().manual_seed(0))  # fmt: skip
     assert coeffs["phi"].dtype == torch.bfloat16 and float(coeffs["phi"].float().std()) < 0.03
     assert coeffs["b"].dtype == torch.float32 and float(coeffs["alpha_res"]) == 1.0
+
+
+# -- fused_linear_cross_entropy and cross_entropy at ab7fe2a --------------------------------
+def test_flce_and_cross_entropy_rows_resolve_with_their_new_provider_and_pass(h100_rows):
+    from kirunner.runner import validate_job
+
+    rows = parse_liger_csv(CSV.read_bytes(), str(CSV))
+    seen = {}
+    for row in rows:
+        if row.benchmark not in ("fused_linear_cross_entropy", "cross_entropy"):
+            continue
+        spec = get_spec(row.benchmark)
+        assert row.provider in spec.providers
+        spec.resolve(row.params)
+        job = make_job(row.benchmark, provider=row.provider, pass_=row.timed_pass,
+                       metric=row.metric, parameters=row.params, revision="0.7.0")  # fmt: skip
+        assert validate_job(job)["pass"] == row.timed_pass
+        key = (row.benchmark, row.timed_pass)
+        seen[key] = seen.get(key, 0) + 1
+    assert seen[("fused_linear_cross_entropy", "no-grad-forward")] == 12
+    assert seen[("cross_entropy", "no-grad-forward")] == 12
+    assert sum(seen.values()) == 120
+
+
+def test_flce_builds_one_head_from_0_6_2_and_two_before():
+    from kirunner.families.fused_linear_cross_entropy import one_head
+
+    assert not one_head("0.6.0") and not one_head("0.6.1") and not one_head(None)
+    assert one_head("0.6.2") and one_head("0.7.0")
+    spec = get_spec("fused_linear_cross_entropy")
+    wl = spec.scale_down(spec.resolve({"bt": 4096, "hidden": 4096, "V": 128256,
+                                       "dtype": "bf16"})[0])  # fmt: skip
+    assert spec.build(wl, "huggingface", torch.device("cpu"), "0.7.0").other_head is None
+    assert spec.build(wl, "huggingface", torch.device("cpu"), "0.6.0").other_head is not None
+    with pytest.raises(WorkloadError, match="0.6.2"):
+        spec.build(wl, "liger_fp32_accum", torch.device("cpu"), "0.6.0")
+
+
+def test_no_grad_forward_is_timed_under_no_grad(monkeypatch):
+    from kirunner import harness
+
+    seen = []
+    original = harness.latency_cpu
+
+    def spy(fn, **kw):
+        seen.append(torch.is_grad_enabled())
+        return original(fn, **kw)
+
+    monkeypatch.setattr(harness, "latency_cpu", spy)
+    params = {"batch": 8, "seq": 2048, "vocab": 4096}
+    for pass_ in ("no-grad-forward", "forward"):
+        job = make_job("cross_entropy", pass_=pass_, parameters=params, rep=5, revision="0.7.0")
+        payload = run_job(job, seed=1, force_cpu=True)["payload"]
+        assert payload["status"] == "ok", payload["error"]
+        assert [c["name"] for c in payload["correctness"]["checks"]] == ["loss"]
+    assert seen == [False, True]
+    fn, g2n = _closure("embedding", "huggingface", "no-grad-forward")
+    assert g2n is None

@@ -411,3 +411,39 @@ def test_no_grad_forward_is_timed_under_no_grad(monkeypatch):
     assert seen == [False, True]
     fn, g2n = _closure("embedding", "huggingface", "no-grad-forward")
     assert g2n is None
+
+
+def _h100_issuer():
+    """bench/h100/issue_jobs.py, a script rather than a package module."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "h100" / "issue_jobs.py"
+    module_spec = importlib.util.spec_from_file_location("h100_issue_jobs", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_the_h100_issuer_issues_every_row_of_the_new_kernels_and_the_runner_accepts_each(db):
+    import secrets
+    import uuid
+    from datetime import UTC, datetime
+
+    from kirunner.runner import validate_job
+    from reruns.controlled import job_document
+    from reruns.models import RerunJob
+    from runs.services import ingest
+
+    ingest(source_slug="liger-kernel-ci", locations=[str(CSV.parent)])
+    wanted = {**ROWS, "fused_linear_cross_entropy": 60, "cross_entropy": 60}
+    issued = dict.fromkeys(wanted, 0)
+    for run in _h100_issuer().selected("ab7fe2a", set(wanted)):
+        job = RerunJob(run=run, gpu_class="h100", nonce=secrets.token_hex(16),
+                       uuid=uuid.uuid4(), issued_at=datetime.now(UTC))  # fmt: skip
+        checked = validate_job(job_document(job))
+        spec = get_spec(checked["benchmark"])
+        assert checked["provider"] in spec.providers
+        wl, unused = spec.resolve(checked["parameters"])
+        assert set(unused) <= {"mode"}  # fused_linear_cross_entropy's unread config key
+        issued[run.benchmark.slug] += 1
+    assert issued == wanted

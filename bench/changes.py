@@ -130,6 +130,7 @@ def main(argv: list[str]) -> int:
     otava_alone: dict[str, list[str]] = defaultdict(list)
     wanted_missed: dict[str, list[str]] = defaultdict(list)
     held_missed = Counter()
+    back_examples: list[str] = []
     alone_examples: list[str] = []
     port_differs = 0
     elapsed = 0.0
@@ -186,19 +187,21 @@ def main(argv: list[str]) -> int:
                 agree["wanted"] += 1
                 agree["wanted found"] += found
                 agree["wanted at"] += any(ch.index == p.index for ch in verdict.changes)
-                # Read point by point: the new level is 10 % off the old one in its first five
-                # points and in its last five (no return inside otava's segment).
-                old = statistics.median(values[start : p.index])
-                new = values[p.index : end]
-                if all(
-                    abs(statistics.median(part) / old - 1) >= 0.10
-                    and (statistics.median(part) > old) == (p.stats.forward_rel_change() > 0)
-                    for part in (new[:5], new[-5:])
-                ):
+                # The issue's "new level lasts >= 5 publications", read on the points: from
+                # each of the new level's first five publications on, the rest of otava's
+                # segment is still >= 10 % off the old level on the change's side. A segment
+                # that holds a short excursion and its return (otava cannot split the last few
+                # points of a history off) fails it: that level lasted fewer publications.
+                back = _comes_back(values, start, p.index, end)
+                if back is None:
                     agree["held"] += 1
                     agree["held found"] += found
                     if not found:
                         held_missed[_reason(verdict, p.index)] += 1
+                elif len(back_examples) < 3:
+                    back_examples.append(
+                        f"{name} at {folders[seqs[p.index]]} (the rest back from {folders[seqs[back]]} on)"
+                    )
     print(f"{len(folders)} publications, {len(cells)} cells, {points} points under {root.name}")
     print(
         f"cells: {status[detect.JUDGED]} judged, {status[detect.NOISY]} too noisy to judge, "
@@ -246,10 +249,12 @@ def main(argv: list[str]) -> int:
     for reason, where in sorted(wanted_missed.items(), key=lambda kv: -len(kv[1])):
         print(f"    missed, {reason:22} {len(where):4}  e.g. {'; '.join(where[:2])}")
     held = agree["held"]
-    print(f"  of those, the ones whose new level is still >= 10 % off in its first five and its "
-          f"last five points: {held}, found as lasting steps: {agree['held found']} "
+    print(f"  of those, the ones whose new level lasts >= 5 publications (from each of its first "
+          f"five points on, the rest of otava's segment is still >= 10 % off the old level): "
+          f"{held}, found as lasting steps: {agree['held found']} "
           f"({agree['held found'] / max(held, 1):.0%}); missed: "
-          f"{', '.join(f'{r} {n}' for r, n in held_missed.most_common()) or 'none'}")  # fmt: skip
+          f"{', '.join(f'{r} {n}' for r, n in held_missed.most_common()) or 'none'}; the "
+          f"{wanted - held} others came back, e.g. {'; '.join(back_examples)}")  # fmt: skip
     print()
     print("groups (publication, kind, direction: cells of kernels, median shift, cells of")
     print("providers other than Liger's, whose code does not change with Liger's commits)")
@@ -275,6 +280,18 @@ def main(argv: list[str]) -> int:
             f"{of(detect.OUTLIER):>8} {of(detect.PENDING):>8}"
         )
     return 0
+
+
+def _comes_back(values: list[float], start: int, index: int, end: int) -> int | None:
+    """The first of the new level's first five points from which the rest of otava's segment
+    [index, end) is less than 10 % off the old level [start, index) on the change's side, or
+    None when the new level lasts."""
+    old = statistics.median(values[start:index])
+    side = 1 if statistics.median(values[index:end]) > old else -1
+    for j in range(index, min(index + 5, end)):
+        if (statistics.median(values[j:end]) / old - 1) * side < 0.10:
+            return j
+    return None
 
 
 def _cell_name(cell: tuple, folders: list[str], seqs: list[int]) -> str:

@@ -99,6 +99,46 @@ def test_the_outlier_is_left_out_of_the_next_baseline():
     assert verdict.changes[1].before == pytest.approx(1.0)
 
 
+# A baseline with a robust spread of about 6 %: one point needs 4 * 6 % = 23 % to count.
+SPREAD = [1.00, 1.06, 0.95, 1.03, 0.97, 1.05, 0.94, 1.02]
+SMALL = [1.13, 1.19, 1.08, 1.16, 1.10, 1.18, 1.07, 1.15, 1.12, 1.17, 1.09, 1.14]
+
+
+def test_a_lasting_level_is_held_to_the_standard_error_of_two_levels():
+    """+12 % for twelve publications is inside one point's threshold (23 %) but a median of
+    twelve points against one of eight: its threshold is 4 s * sqrt(1/8 + 1/12), from the
+    baseline's spread only."""
+    (change,) = detect.detect(SPREAD + SMALL, metric="latency").changes
+    assert (change.index, change.kind, change.direction) == (8, detect.STEP, detect.REGRESSION)
+    _, point = detect.threshold(SPREAD, metric="latency")
+    assert change.threshold == pytest.approx(point * (1 / 8 + 1 / 12) ** 0.5)
+    assert change.threshold == detect.level_threshold(SPREAD, 12, metric="latency")
+    assert change.threshold < change.shift < point
+
+
+def test_a_small_move_that_comes_back_is_no_step():
+    """The same +12 %, three publications long and then back: not a level that lasted."""
+    assert detect.detect(SPREAD + SMALL[:3] + SPREAD + SPREAD, metric="latency").changes == []
+
+
+# Point-to-point noise of about 20 %: no single publication can be told from it.
+NOISY = [0.87, 1.02, 0.93, 1.05, 1.06, 0.78, 0.76, 1.17, 0.88, 0.87]
+NOISY_UP = [2.0, 1.58, 1.87, 1.58, 1.71, 1.32, 1.71, 1.89, 1.62, 1.79, 1.74, 1.25, 1.81, 1.67]
+
+
+def test_a_noisy_cell_is_judged_only_on_its_lasting_levels():
+    """In a cell too noisy for single points, a level that moved +89 % for fourteen
+    publications is a step; without it the cell is noisy and nothing is reported."""
+    verdict = detect.detect(NOISY + NOISY_UP, metric="latency")
+    assert detect.SIGMAS * detect.point_noise(NOISY + NOISY_UP) > detect.CEILING
+    assert verdict.status == detect.JUDGED
+    assert [(c.index, c.kind, c.direction) for c in verdict.changes] == [
+        (10, detect.STEP, detect.REGRESSION)
+    ]
+    flat = NOISY + [0.95, 1.21, 0.8, 1.1, 0.77, 1.19, 1.0, 0.83, 1.24, 0.9, 1.12, 0.79, 1.2, 0.92]
+    assert detect.detect(flat, metric="latency") == detect.Verdict(detect.NOISY)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_the_change_points_are_otavas(seed):
     """runs.changes.detect.change_points is apache-otava's compute_change_points with its

@@ -98,3 +98,19 @@ def test_the_4444fdf_slowdown_is_one_publication_of_outliers(judged):
     at = Counter(ch.kind for _, pub, ch, _ in judged if pub == "4444fdf")
     assert at.most_common(1)[0][0] == detect.OUTLIER
     assert at[detect.OUTLIER] > 10 * at[detect.STEP]
+
+
+def test_a_noisy_cells_lasting_step_is_found(liger_ci):
+    """dyt (beta false), torch.compile, full pass, hidden 1024 moves about 13 % from one
+    publication to the next, too much to judge single points; its level rose by about a
+    third at 33924d2 and held for twenty publications: a step, found as otava finds it."""
+    folders, cells = liger_ci
+    cell = _cell(cells, "dyt_beta=False", "full", "latency", "torch_compile", "hidden1024-")
+    history = cells[cell]
+    values, seqs = list(history.values()), list(history)
+    assert detect.SIGMAS * detect.point_noise(values) > detect.CEILING
+    verdict = detect.detect(values, metric="latency")
+    assert verdict.status == detect.JUDGED
+    assert [(folders[seqs[c.index]], c.kind, c.direction) for c in verdict.changes] == [
+        ("33924d2", detect.STEP, detect.REGRESSION)
+    ]

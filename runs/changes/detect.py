@@ -8,10 +8,15 @@ pipeline, bench/changes.py and the tests apply exactly one rule. docs/changes.md
    checks it against otava itself). A change point can be at the second publication.
 2. **Threshold.** Each change point is judged against the level it left: the up to WINDOW
    points before it, back to the previous lasting level, without outliers and excursions.
-   t = max(Z * s, FLOOR[metric]), s the baseline's robust spread (1.4826 * MAD / median)
+   t = max(SIGMAS * s, FLOOR[metric]), s the baseline's robust spread (1.4826 * MAD / median)
    when it has at least SPREAD_POINTS points, else only the floor. Only points before the
-   candidate enter it, so a step cannot widen its own threshold. A change point whose new
-   level is within t of the old is too small to report: the two levels are one.
+   candidate enter it, so a step cannot widen its own threshold. A new level of more than
+   TRANSIENT_MAX points is a median of many points, not one: it is held to the standard
+   error of the difference of two levels, t_level = max(SIGMAS * s * sqrt(1/n + 1/k), floor)
+   for n baseline points and k points of the new level (never above t), and it must hold:
+   the medians of its first and of its last TRANSIENT_MAX + 1 points are both beyond
+   t_level on its side. A change point whose new level passes neither is too small to
+   report: the two levels are one.
 3. **Kind.** The new level, from the change point on:
    - the newest point alone: **pending**, until the next publication settles it;
    - one point, then back within t of the old level: an **outlier**;
@@ -28,8 +33,11 @@ pipeline, bench/changes.py and the tests apply exactly one rule. docs/changes.md
    one still off at the newest point) a step. A run of two or more counts only when otava's
    t-test of it against those baseline points gives p <= 0.001; otherwise the points are the
    level's own spread.
-A cell whose point-to-point noise times Z exceeds CEILING is **noisy**: no step could be told
-from noise, and it is marked so instead of alarming. The noise is read from successive
+A cell whose point-to-point noise times SIGMAS exceeds CEILING is **noisy**: no single
+publication could be told from noise, so no outlier, transient or pending point is judged
+there. Its lasting levels still are (more than TRANSIENT_MAX points, rule steps 2 and 3):
+where one passes, the cell is judged with those steps only; otherwise it is marked noisy
+instead of alarming. The noise is read from successive
 differences (1.4826 * median |x_i - x_i-1| / sqrt 2, relative to the median), which a real
 step moves only once, so a large genuine step does not make its own cell "noisy".
 """
@@ -46,7 +54,10 @@ SPREAD_POINTS = 3
 # A change needs this many points before it: a cell of this many publications or fewer is
 # not judged (and not stored).
 MIN_BASELINE = 1
-Z = 4.0
+# How many of the baseline's robust standard deviations a move must exceed: a single point
+# against the baseline's spread, a lasting level against the standard error of the
+# difference between the two levels (rule step 2).
+SIGMAS = 4.0
 # The same ceiling as runs.evidence.TOLERANCE_CEILING: past a 50 % spread nothing is judged.
 CEILING = 0.50
 # Below this many points the point-to-point noise is not read (one genuine step would be
@@ -73,7 +84,7 @@ class Change:
     direction: str  # REGRESSION or IMPROVEMENT
     before: float  # the baseline's median
     after: float  # the new level's median (the point's value for a single point)
-    threshold: float  # relative: max(Z * spread, floor)
+    threshold: float  # relative: max(SIGMAS * spread, floor)
     until: int | None = None  # a transient's last point
 
     @property
@@ -107,10 +118,33 @@ def point_noise(values: list[float]) -> float:
 
 
 def threshold(baseline: list[float], *, metric: str) -> tuple[float, float]:
-    """(median, threshold) of a baseline: rule step 2."""
+    """(median, threshold) of a baseline for a single point: rule step 2."""
     m, s = robust_spread(baseline)
-    spread = Z * s if len(baseline) >= SPREAD_POINTS else 0.0
+    spread = SIGMAS * s if len(baseline) >= SPREAD_POINTS else 0.0
     return m, max(spread, FLOOR[metric])
+
+
+def level_threshold(baseline: list[float], points: int, *, metric: str) -> float:
+    """The threshold for a new level of `points` points against this baseline: the standard
+    error of the difference of the two levels in the baseline's robust standard deviations,
+    never above a single point's (rule step 2). Only the baseline's spread enters it."""
+    m, s = robust_spread(baseline)
+    n = len(baseline)
+    if n < SPREAD_POINTS:
+        return FLOOR[metric]
+    return max(SIGMAS * s * min(1.0, math.sqrt(1 / n + 1 / points)), FLOOR[metric])
+
+
+def _holds(level: list[float], m: float, t: float, up: bool) -> bool:
+    """Whether a new level holds: its first TRANSIENT_MAX + 1 points are beyond t of m on
+    its side (their median), and no rest of it from its second to its (TRANSIENT_MAX + 1)th
+    point on is back within t of m (a short excursion with its return, in one segment)."""
+    sign = 1 if up else -1
+    if (statistics.median(level[: TRANSIENT_MAX + 1]) - m) / m * sign <= t:
+        return False
+    return all(
+        (statistics.median(level[j:]) - m) / m * sign > t for j in range(1, TRANSIENT_MAX + 1)
+    )
 
 
 def detect(values: list[float], *, metric: str = "latency") -> Verdict:
@@ -118,22 +152,35 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
     n = len(values)
     if n <= MIN_BASELINE:
         return Verdict(SHORT)
-    if n >= NOISE_POINTS and Z * point_noise(values) > CEILING:
-        return Verdict(NOISY)
+    noisy = n >= NOISE_POINTS and SIGMAS * point_noise(values) > CEILING
     if min(values) <= 0:
-        return Verdict(JUDGED)
+        return Verdict(NOISY if noisy else JUDGED)
     cuts = [cp.index for cp in change_points(values)]
     changes: list[Change] = []
     level: list[int] = []  # the points of the current lasting level, oldest first
     i = 0
     while i < n:
         if i not in cuts or not level:
-            i = _inside(values, i, level, cuts, changes, metric)
+            if noisy:
+                level.append(i)  # single points are not judged in a noisy cell
+                i += 1
+            else:
+                i = _inside(values, i, level, cuts, changes, metric)
             continue
-        m, t = threshold([values[j] for j in level[-WINDOW:]], metric=metric)
+        baseline = [values[j] for j in level[-WINDOW:]]
+        m, t = threshold(baseline, metric=metric)
         end = next((c for c in cuts if c > i), n)
         after = statistics.median(values[i:end])
-        if abs(after - m) / m <= t:
+        if end - i > TRANSIENT_MAX and (noisy or abs(after - m) / m <= t):
+            # A lasting level, or a move within a single point's threshold: judged as a level.
+            tl = level_threshold(baseline, end - i, metric=metric)
+            if abs(after - m) / m > tl and _holds(values[i:end], m, tl, after > m):
+                direction = REGRESSION if after > m else IMPROVEMENT
+                changes.append(Change(i, STEP, direction, m, after, tl))
+                level = list(range(i, end))
+                i = end
+                continue
+        if noisy or abs(after - m) / m <= t:
             cuts.remove(i)  # too small to report: one level with the one before
             continue
         # The significance test may keep a return in the new level's segment (a short
@@ -159,7 +206,8 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
             changes.append(Change(i, STEP, direction, m, after, t))
             level = list(range(i, end))
         i = end
-    return Verdict(JUDGED, changes)
+    # A noisy cell is judged only where a lasting level was told from its noise.
+    return Verdict(NOISY if noisy and not changes else JUDGED, changes)
 
 
 def _excursion(i, end, direction, m, after, t, values) -> Change:

@@ -4,6 +4,7 @@ runs.changes.services stores from an ingested history."""
 from __future__ import annotations
 
 import random
+import statistics
 
 import pytest
 
@@ -119,6 +120,14 @@ def test_a_lasting_level_is_held_to_the_standard_error_of_two_levels():
 def test_a_small_move_that_comes_back_is_no_step():
     """The same +12 %, three publications long and then back: not a level that lasted."""
     assert detect.detect(SPREAD + SMALL[:3] + SPREAD + SPREAD, metric="latency").changes == []
+
+
+def test_an_outlier_before_a_lasting_level_is_an_outlier_and_the_level_a_step():
+    """One publication at +58 %, then +12 % for twelve: the outlier is not the level's start
+    and the level is judged on its own points, as a step from the next publication."""
+    changes = detect.detect(SPREAD + [1.6] + SMALL, metric="latency").changes
+    assert [(c.index, c.kind) for c in changes] == [(8, detect.OUTLIER), (9, detect.STEP)]
+    assert changes[1].after == pytest.approx(statistics.median(SMALL))
 
 
 # Point-to-point noise of about 20 %: no single publication can be told from it.

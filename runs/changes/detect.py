@@ -173,11 +173,10 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
         after = statistics.median(values[i:end])
         if end - i > TRANSIENT_MAX and (noisy or abs(after - m) / m <= t):
             # A lasting level, or a move within a single point's threshold: judged as a level.
-            tl = level_threshold(baseline, end - i, metric=metric)
-            if abs(after - m) / m > tl and _holds(values[i:end], m, tl, after > m):
-                direction = REGRESSION if after > m else IMPROVEMENT
-                changes.append(Change(i, STEP, direction, m, after, tl))
-                level = list(range(i, end))
+            found = _lasting(values, i, end, baseline, t, metric=metric, noisy=noisy)
+            if found is not None:
+                changes.extend(found[0])
+                level = found[1]
                 i = end
                 continue
         if noisy or abs(after - m) / m <= t:
@@ -198,7 +197,11 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
         if end == n and end - i == 1:
             changes.append(Change(i, PENDING, direction, m, values[i], t))
             break
-        if back and end - i <= TRANSIENT_MAX:
+        if back and end - i <= TRANSIENT_MAX and back_at is None and _lasts(values, end, cuts):
+            # Back within a point's threshold, but onto a lasting level of its own: the
+            # excursion is one, and that level is judged as a level at its own change point.
+            changes.append(_excursion(i, end, direction, m, after, t, values))
+        elif back and end - i <= TRANSIENT_MAX:
             changes.append(_excursion(i, end, direction, m, after, t, values))
             if back_at is None:
                 cuts.remove(end)  # the old level goes on: its return is no change of its own
@@ -210,10 +213,58 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
     return Verdict(NOISY if noisy and not changes else JUDGED, changes)
 
 
+def _lasting(values, i, end, baseline, t, *, metric, noisy):
+    """Rule step 2 for the new level values[i:end] of more than TRANSIENT_MAX points: read
+    without the excursions it holds (runs of at most TRANSIENT_MAX points beyond t of its
+    median on one side, with the level after them), it is a step when its median is beyond
+    the level threshold of the baseline and it holds. Returns (changes, the level's points):
+    the step, dated at the level's first point, and, outside a noisy cell, the excursions as
+    outliers and transients; or None."""
+    centre = statistics.median(values[i:end])
+    off = [abs(values[j] - centre) / centre > t for j in range(i, end)]
+    runs, j = [], i
+    while j < end:
+        if not off[j - i]:
+            j += 1
+            continue
+        up, r = values[j] > centre, j
+        while r < end and off[r - i] and (values[r] > centre) == up:
+            r += 1
+        if r - j <= TRANSIENT_MAX and r < end:
+            runs.append((j, r))
+        j = r
+    skipped = {k for a, b in runs for k in range(a, b)}
+    kept = [k for k in range(i, end) if k not in skipped]
+    if len(kept) <= TRANSIENT_MAX:
+        return None
+    m = statistics.median(baseline)
+    level = [values[k] for k in kept]
+    after = statistics.median(level)
+    tl = level_threshold(baseline, len(kept), metric=metric)
+    if abs(after - m) / m <= tl or not _holds(level, m, tl, after > m):
+        return None
+    changes = [Change(kept[0], STEP, REGRESSION if after > m else IMPROVEMENT, m, after, tl)]
+    for a, b in [] if noisy else runs:
+        # An excursion before the level's first point left the old level, one after it the new.
+        ref = m if a < kept[0] else after
+        moved = statistics.median(values[a:b])
+        direction = REGRESSION if moved > ref else IMPROVEMENT
+        changes.append(_excursion(a, b, direction, ref, moved, t, values))
+    return sorted(changes, key=lambda c: c.index), kept
+
+
 def _excursion(i, end, direction, m, after, t, values) -> Change:
     if end - i == 1:
         return Change(i, OUTLIER, direction, m, values[i], t)
     return Change(i, TRANSIENT, direction, m, after, t, until=end - 1)
+
+
+def _lasts(values: list[float], start: int, cuts: list[int]) -> bool:
+    """Whether the segment from the change point at `start` is long enough to be judged as a
+    level of its own (rule step 2); where it is the old level again, that judgment merges it
+    back."""
+    end = next((c for c in cuts if c > start), len(values))
+    return end - start > TRANSIENT_MAX
 
 
 def _level_at(values: list[float], start: int, cuts: list[int]) -> float:

@@ -7,7 +7,9 @@ families import this, with no import leading back to the registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +19,37 @@ from .workload import DTYPE_NAMES, Param, resolve_params
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Impl", "KernelSpec", "Tensors", "hf_info", "randn", "torch_dtype", "torch_info"]
+__all__ = [
+    "Impl",
+    "KernelSpec",
+    "Tensors",
+    "at_commit",
+    "hf_info",
+    "randn",
+    "script_commit",
+    "torch_dtype",
+    "torch_info",
+]
 
 Tensors = dict[str, "torch.Tensor"]
+
+# The upstream commit whose CI run published the row being re-measured (a CI job names it as
+# its implementation revision). A script that changed between two releases is told apart by
+# it where the release label cannot (rows between releases carry the last one's label).
+_SCRIPT_COMMIT: ContextVar[str | None] = ContextVar("script_commit", default=None)
+
+
+def script_commit() -> str | None:
+    return _SCRIPT_COMMIT.get()
+
+
+@contextmanager
+def at_commit(commit: str | None) -> Iterator[None]:
+    token = _SCRIPT_COMMIT.set(commit)
+    try:
+        yield
+    finally:
+        _SCRIPT_COMMIT.reset(token)
 
 
 @dataclass
@@ -45,6 +75,10 @@ class KernelSpec:
     derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     small_caps: Mapping[str, int] = field(default_factory=dict)
     memory_style: str | None = None  # the memory function's recipe, where it differs
+
+    def recipe(self, for_memory: bool) -> str:
+        """The protocol style of the speed or the memory function (see protocol.py)."""
+        return (self.memory_style or self.style) if for_memory else self.style
 
     def memory_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors | None:
         """The memory function's tensors where they differ from the speed function's."""

@@ -334,7 +334,7 @@ def _build(
     if mode not in ("forward", "backward", "full", "no-grad-forward"):
         raise ValueError(f"unknown pass {mode!r}")
     case = _Case(spec, impl, wl, device, gen, for_memory=for_memory)
-    style = (spec.memory_style or spec.style) if for_memory else spec.style
+    style = spec.recipe(for_memory)
     if mode == "no-grad-forward":
         # The forward, which the caller times under torch.no_grad() (runner._latency), as
         # the scripts that have this pass (cross_entropy, fused_linear_cross_entropy from

@@ -307,10 +307,27 @@ def _run(
     cpu_max_samples: int,
     progress: Callable[[str], None],
 ) -> None:
+    from .building import at_commit
+
     spec_job = validate_job(job)
     payload["metric"] = spec_job["metric"]
     payload["workload"]["requested"] = dict(spec_job["parameters"])
+    # A family whose script changed between releases reads the row's commit (building.py).
+    with at_commit(spec_job.get("commit")):
+        _run_validated(spec_job, payload, force_cpu=force_cpu, rep_override=rep_override,
+                       seed=seed, cpu_max_samples=cpu_max_samples, progress=progress)  # fmt: skip
 
+
+def _run_validated(
+    spec_job: dict[str, Any],
+    payload: dict[str, Any],
+    *,
+    force_cpu: bool,
+    rep_override: float | None,
+    seed: int | None,
+    cpu_max_samples: int,
+    progress: Callable[[str], None],
+) -> None:
     import torch
 
     from .check import run_check

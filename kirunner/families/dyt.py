@@ -19,7 +19,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
+from ..building import Impl, KernelSpec, randn, script_commit, torch_dtype, torch_info
 from ..impls import Unavailable, load_liger
 from ..workload import Param, WorkloadError
 
@@ -28,6 +28,19 @@ from ..workload import Param, WorkloadError
 SCRIPT_BT = 4096
 SCRIPT_DTYPE = "bf16"
 SCRIPT_ORDER = tuple((beta, 1024 * i) for beta in (False, True) for i in range(1, 17))
+
+# CI commits of the published rows whose benchmark_dyt.py is the one refactored in c2f4c020
+# (after the 0.7.0 release, so its rows still say 0.7.0): it builds only the provider's
+# module, and times and measures every pass with utils.run_speed_benchmark /
+# run_memory_benchmark: backward with dy = randn_like(y) drawn once, full with
+# randn_like(y) drawn inside the timed call and retain_graph=True (style `random_dy`), the
+# memory function reading the pass. Of the publications in data/liger-ci only ab7fe2a is.
+REFACTORED_AT = ("ab7fe2a",)
+
+
+def refactored_script() -> bool:
+    commit = script_commit() or ""
+    return bool(commit) and any(c.startswith(commit[:7]) for c in REFACTORED_AT)
 
 
 def recompile_limit() -> int:
@@ -107,6 +120,9 @@ class DytSpec(KernelSpec):
         if wl["beta"] != self.beta:
             raise WorkloadError(f"{self.name} has beta={self.beta}, the job says beta={wl['beta']}")
 
+    def recipe(self, for_memory):
+        return "random_dy" if refactored_script() else super().recipe(for_memory)
+
     def make_inputs(self, wl, device, gen):
         return {"x": randn((wl["bt"], wl["hidden"]), torch_dtype(wl["dtype"]), device, gen)}
 
@@ -114,19 +130,24 @@ class DytSpec(KernelSpec):
         """The script builds all three providers' modules for every cell (torch, the one it
         compiles, liger, in that order) and calls one; so does this, and the other two stay
         resident (their parameters are in the script's peak: 2 x 4 bytes x hidden, twice
-        that with beta). On a host without liger the liger companion is left out."""
+        that with beta). On a host without liger the liger companion is left out. The
+        refactored script (REFACTORED_AT) builds only the provider's module; so does this."""
         import torch
 
         device_type = torch.device(device).type
         hidden = wl["hidden"]
+        alone = refactored_script()
         torch_module = torch_dyt(hidden, self.beta).to(device)
         compiled_module = torch_dyt(hidden, self.beta).to(device)
         liger_module, liger_info, liger_missing = None, None, None
+        if alone and provider != "liger":
+            liger_missing = "the script at this commit builds only the provider's module"
         try:
             mod, liger_info = load_liger(
                 "liger_kernel.transformers.dyt", revision, device_type=device_type
             )
-            liger_module = mod.LigerDyT(hidden_size=hidden, beta=self.beta).to(device)
+            if provider == "liger" or not alone:
+                liger_module = mod.LigerDyT(hidden_size=hidden, beta=self.beta).to(device)
         except Unavailable as exc:
             if provider == "liger":
                 raise
@@ -141,31 +162,40 @@ class DytSpec(KernelSpec):
             info = torch_info(what, notes)
         else:
             module = compiled_module
-            call = torch.compile(module)
-            limit = recompile_limit()
-            took = upstream_compiled(self.beta, hidden, wl["bt"], wl["dtype"], limit)
-            if took is False:
-                _fall_back_to_eager(call, hidden, device)
-                notes.append(
-                    "torch.compile did not take effect for this cell in the script's "
-                    f"process (dynamo's recompile limit, {limit}, was reached by the first "
-                    f"{limit} cells it met: beta=False, hidden 1024-{1024 * limit}); it "
-                    "ran eager there, and runs eager here through the same fallback"
-                )
-            elif took:
-                notes.append(
-                    "compiled, as in the script's process (one of the first "
-                    f"{limit} cells it met, within dynamo's recompile limit)"
-                )
-            else:
-                notes.append("a cell the script does not run: compiled at its first call")
+            call, notes = self._compiled_as_in_the_script(module, wl, device)
             info = torch_info("torch.compile of " + what, notes)
-        if liger_missing:
+        if liger_missing and not alone:
             info.notes.append(
                 f"the script's LigerDyT companion module was not built: {liger_missing}"
             )
         resident = (torch_module, compiled_module, liger_module)
+        if alone:  # the provider's module only
+            resident = (module,)
+            info.notes.append("benchmark_dyt.py as refactored in c2f4c020 (style random_dy)")
         return Impl(lambda v, _resident=resident: (call(v["x"]),), info, module=module)
+
+    def _compiled_as_in_the_script(self, module, wl, device):
+        """torch.compile(module), put in dynamo's eager fallback where the script's process had
+        hit the recompile limit for this cell (upstream_compiled); and the notes saying which."""
+        import torch
+
+        call, hidden = torch.compile(module), wl["hidden"]
+        limit = recompile_limit()
+        took = upstream_compiled(self.beta, hidden, wl["bt"], wl["dtype"], limit)
+        if took is False:
+            _fall_back_to_eager(call, hidden, device)
+            return call, [
+                "torch.compile did not take effect for this cell in the script's "
+                f"process (dynamo's recompile limit, {limit}, was reached by the first "
+                f"{limit} cells it met: beta=False, hidden 1024-{1024 * limit}); it "
+                "ran eager there, and runs eager here through the same fallback"
+            ]
+        if took:
+            return call, [
+                "compiled, as in the script's process (one of the first "
+                f"{limit} cells it met, within dynamo's recompile limit)"
+            ]
+        return call, ["a cell the script does not run: compiled at its first call"]
 
     def reference(self, views, params, wl, impl):
         return (reference_dyt(views["x"], params["alpha"], params["gamma"], params.get("beta")),)

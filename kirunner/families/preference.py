@@ -80,6 +80,46 @@ class PerCallHead:
         return module
 
 
+ONCE_FROM = (0, 6, 1)  # 1ea9175a: the scripts build the modules once from this release on
+
+
+def built_once(revision: str | None) -> bool:
+    """Whether the script at this liger release builds both providers' modules once, outside
+    the measurement (benchmark_{cpo,simpo,orpo,dpo}_loss.py from 0.6.1 on; 0.6.0's 02bac05
+    and 5e8f12b build them in every call)."""
+    try:
+        return tuple(int(p) for p in str(revision).split(".")[:3]) >= ONCE_FROM
+    except ValueError:
+        return False
+
+
+class OnceHead:
+    """The provider's module built once, with the other provider's head beside it (both
+    live, as the script from 0.6.1 on builds both), in PerCallHead's interface."""
+
+    def __init__(self, module, other, trained: str = "lin") -> None:
+        self.module, self.other, self.trained = module, other, trained
+
+    def named_parameters(self):
+        return getattr(self.module, self.trained).named_parameters(prefix=self.trained)
+
+    def take(self):
+        return self.module
+
+    def release(self):
+        return self.module  # and still held: live while measuring, as upstream
+
+
+def head_for(revision, factory, other_factory):
+    """(the module the impl calls, the note saying how it was built) for this release."""
+    if built_once(revision):
+        note = "both providers' modules built once, outside the measurement, as the script from 0.6.1 on"
+        return OnceHead(factory(), other_factory()), note
+    return PerCallHead(
+        factory
+    ), "the module is built on the CPU and moved in every call, as upstream"
+
+
 def lm_head(wl, *, bias: bool, ref_bias: bool | None = None, device=None):
     """`lin` (and `ref_lin` where ref_bias is given) as the test suite's LMHead modules build
     them: `Linear(H, V)` in the dtype, on the CPU unless a device is given."""
@@ -257,8 +297,8 @@ class PairedPreferenceSpec(KernelSpec):
                 return m.loss(m.lin.weight, v["x"], v["target"], m.lin.bias)
 
             average, gamma = liger_average, liger_gamma
-        info.notes.append("the module is built on the CPU and moved in every call, as upstream")
-        per_call = PerCallHead(head)
+        per_call, note = head_for(revision, head, lambda: lm_head(wl, bias=False, device=device))
+        info.notes.append(note)
 
         def fwd(v):
             return (call(per_call.take(), v)[0],)

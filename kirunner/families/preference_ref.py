@@ -41,7 +41,7 @@ from typing import Any
 from ..building import Impl, KernelSpec, randn, torch_dtype, torch_info
 from ..impls import load_liger
 from ..workload import Param
-from .preference import PerCallHead, even_batch, hf_alignment_loss, lm_head, reference_logps
+from .preference import even_batch, head_for, hf_alignment_loss, lm_head, reference_logps
 
 # kernel -> (liger module, liger class, test module, liger averages log-probs)
 _RECIPES = {
@@ -184,8 +184,9 @@ class RefPreferenceSpec(KernelSpec):
                 return m.loss(m.lin.weight, v["x"], v["target"], m.lin.bias,
                               v["ref_x"], m.ref_lin.weight, m.ref_lin.bias)  # fmt: skip
 
-        info.notes.append("the modules are built on the CPU and moved in every call, as upstream")
-        per_call = PerCallHead(head)
+        per_call, note = head_for(revision, head, lambda: lm_head(
+            wl, bias=wl["bias"], ref_bias=False, device=device))  # fmt: skip
+        info.notes.append(note.replace("the module is", "the modules are"))
 
         def fwd(v):
             return (call(per_call.take(), v)[0],)

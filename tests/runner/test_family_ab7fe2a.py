@@ -447,3 +447,63 @@ def test_the_h100_issuer_issues_every_row_of_the_new_kernels_and_the_runner_acce
         assert set(unused) <= {"mode"}  # fused_linear_cross_entropy's unread config key
         issued[run.benchmark.slug] += 1
     assert issued == wanted
+
+
+# -- dyt: benchmark_dyt.py refactored after 0.7.0 (c2f4c020), in the ab7fe2a rows ----------
+DYT = {"bt": 4096, "dtype": "bf16", "beta": False, "hidden": 1024}
+
+
+def test_dyt_at_ab7fe2a_times_as_run_speed_benchmark(monkeypatch):
+    from kirunner.building import at_commit
+
+    spec = get_spec("dyt_beta=False")
+    wl = spec.scale_down(spec.resolve(DYT)[0])
+    with at_commit("ab7fe2a"):
+        assert spec.recipe(False) == spec.recipe(True) == "random_dy"
+        impl = spec.build(wl, "torch", torch.device("cpu"), "0.7.0")
+        fn, g2n = protocol.speed_closure(spec, impl, wl, "cpu", torch.Generator(), "full")
+        calls = _backward_spy(monkeypatch)
+        fn()
+        fn()
+    assert calls == [("tensor", True)] * 2 and len(g2n) == 1  # keeps the graph, as utils.py
+    assert any("c2f4c020" in n for n in impl.info.notes)
+    with at_commit("02bac05"):
+        assert spec.recipe(False) == "fixed_dy_release"
+    assert spec.recipe(False) == "fixed_dy_release"  # no commit: the script the spec mirrored
+
+
+def test_a_ci_job_hands_its_commit_to_the_families():
+    params = {**DYT, "beta": False}
+    job = make_job("dyt_beta=False", provider="torch", pass_="full", parameters=params, rep=5,
+                   revision="ab7fe2a")  # fmt: skip
+    job["protocol"]["ligerVersion"] = "0.7.0"
+    payload = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert payload["status"] == "ok", payload["error"]
+    assert any("c2f4c020" in n for n in payload["implementation"]["notes"])
+    job["implementation"]["revision"] = "0.7.0"
+    payload = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert not any("c2f4c020" in n for n in payload["implementation"]["notes"])
+
+
+# -- cpo, simpo, dpo: modules built once from 0.6.1 (1ea9175a), as at ab7fe2a --------------
+PREF = {"seq": 1024, "hidden": 4096, "V": 128256, "dtype": "bf16", "batch": 4}
+DPO = {**PREF, "bias": True, "beta": 0.1, "ignore_index": 42}
+
+
+@pytest.mark.parametrize("name,params", [("fused_linear_cpo_loss", PREF),
+                                         ("fused_linear_simpo_loss", PREF),
+                                         ("dpo_loss", DPO)])  # fmt: skip
+def test_preference_modules_are_built_once_from_0_6_1(name, params):
+    from kirunner.families.preference import OnceHead, PerCallHead, built_once
+
+    assert not built_once("0.6.0") and built_once("0.6.1") and built_once("0.7.0")
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(params)[0])
+    once = spec.build(wl, "huggingface", torch.device("cpu"), "0.7.0")
+    assert isinstance(once.module, OnceHead) and once.module.other is not None
+    assert once.module.take() is once.module.take()  # the same module in every call
+    assert any("built once" in n for n in once.info.notes)
+    assert isinstance(spec.build(wl, "huggingface", torch.device("cpu"), "0.6.0").module,
+                      PerCallHead)  # fmt: skip
+    check = run_check(spec, once, wl, torch.device("cpu"), "full", seed=2)
+    assert check.passed, check.checks

@@ -16,11 +16,12 @@
 # (nvidia-smi every 250 ms while they ran).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-src="$repo/.upstream/liger-02bac05"
+# UPSTREAM_SRC / UPSTREAM_TAG: another commit's checkout (bench/h100/device.sh: ab7fe2a).
+src="${UPSTREAM_SRC:-$repo/.upstream/liger-02bac05}"
 [ -d "$src/benchmark/scripts" ] || { echo "upstream.sh: $src missing" >&2; exit 2; }
 out="${OUT:-$repo/bench/out/fidelity}"
 mkdir -p "$out"
-work=/tmp/liger-02bac05
+work="/tmp/liger-${UPSTREAM_TAG:-02bac05}"
 rm -rf "$work" && cp -r "$src" "$work"
 rm -f "$work/benchmark/data/all_benchmark_data.csv"
 export PYTHONPATH="$work/src" PYTHONUNBUFFERED=1

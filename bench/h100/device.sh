@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One device call on the lent H100: the served runner wheel installed as a user would, the
+# batch's jobs in runner processes (bench/h200/run.sh, resumable), and Liger-Kernel's own
+# benchmark scripts at the batch's commit, one after the other on the same host.
+#
+#   bash bench/h100/device.sh CALL DEADLINE_S PHASE...
+#
+# PHASE is one of
+#   reproduce           bench/reproduce-gpu: a fresh virtual environment, `pip install` of the
+#                       wheel the site served (.whl/reproduce/), `kirunner --help` and
+#                       `kirunner run` of each job file downloaded from a run page
+#   upstream:K1,K2,...  benchmark_<K>.py of the upstream source (.upstream/liger-ab7fe2a),
+#                       unchanged (bench/fidelity/upstream.sh), each script's rows kept
+#   batch:R:GROUP[:S]   bench/h200/run.sh over .whl/h100-jobs/GROUP, R runner processes
+#                       (repeats), for S seconds at most and not past DEADLINE_S
+# in the order given. Carried (ignored) folders: .whl (wheels, jobs, worker.env, prev.tar.gz:
+# the results of earlier calls, so a fresh host resumes) and .upstream/liger-ab7fe2a.
+# Writes $OUT/CALL.tar.gz (results, runner logs, the scripts' CSVs and logs, nvidia-smi
+# sampling) and $OUT/device-CALL.log.
+set -u
+call="$1"; deadline="$2"; shift 2
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo" || exit 2
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+out="${OUT:-/tmp/out}"; mkdir -p "$out"
+W=bench/out/work; keep="/tmp/keep/$call"
+mkdir -p "$W/results" "$W/logs" "$keep"
+log="$out/device-$call.log"
+say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$log"; }
+say "call $call $(date -u +%FT%TZ) host $(hostname) deadline ${deadline}s phases: $*"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv
+  python3 -c "import sys, torch, triton, transformers; print(sys.version.split()[0], torch.__version__, torch.version.cuda, triton.__version__, transformers.__version__)"
+  nproc; lscpu | grep -m1 'Model name'
+} >> "$log" 2>&1
+if [ -f .whl/prev.tar.gz ]; then tar -xzf .whl/prev.tar.gz -C "$W" --skip-old-files; fi
+say "results carried from earlier calls: $(ls "$W/results" | wc -l)"
+nvidia-smi -q > "$keep/smi-before.txt" 2>&1
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active,pstate \
+  --format=csv -lms 250 > "$keep/smi.csv" 2>&1 &
+smi=$!
+
+# Liger-Kernel at the batch's commit as utils.py expects an installed checkout: its src on the
+# path and a dist-info naming the version the checkout declares (pyproject.toml: 0.7.0).
+up=.upstream/liger-ab7fe2a
+if [ -d "$up/src" ] && [ ! -d "$up/src/liger_kernel-0.7.0.dist-info" ]; then
+  mkdir -p "$up/src/liger_kernel-0.7.0.dist-info"
+  printf 'Metadata-Version: 2.1\nName: liger_kernel\nVersion: 0.7.0\n' > "$up/src/liger_kernel-0.7.0.dist-info/METADATA"
+fi
+
+for phase in "$@"; do
+  left=$(( deadline - ($(date +%s) - t0) ))
+  if [ "$left" -lt 25 ]; then say "$phase: not started (${left}s left)"; continue; fi
+  case "$phase" in
+    reproduce)
+      s=$(date +%s)
+      say "reproduce: start"
+      OUT="$keep/reproduce" bash bench/reproduce-gpu/walk.sh >> "$log" 2>&1
+      say "reproduce: rc=$? wall_s=$(( $(date +%s) - s ))" ;;
+    upstream:*)
+      for k in $(tr ',' ' ' <<< "${phase#upstream:}"); do
+        left=$(( deadline - ($(date +%s) - t0) ))
+        if [ "$left" -lt 40 ]; then say "upstream $k: not started (${left}s left)"; continue; fi
+        s=$(date +%s)
+        UPSTREAM_SRC="$repo/$up" UPSTREAM_TAG=ab7fe2a OUT="$keep/upstream-$k" \
+          timeout --kill-after=5 $(( left - 10 )) bash bench/fidelity/upstream.sh "$k"
+        say "upstream $k: rc=$? wall_s=$(( $(date +%s) - s )) rows=$(( $(wc -l < "$keep/upstream-$k/upstream.csv" 2>/dev/null || echo 1) - 1 ))"
+      done ;;
+    batch:*)
+      IFS=: read -r _ reps group cap <<< "$phase"
+      if [ -n "${cap:-}" ] && [ "$cap" -lt "$left" ]; then left="$cap"; fi
+      s=$(date +%s); before=$(ls "$W/results" | wc -l)
+      say "batch $group: start, repeats $reps, budget ${left}s"
+      bench/h200/run.sh --jobs ".whl/h100-jobs/$group" --key-file .whl/worker.env \
+        --repeats "$reps" --budget "$left" --work "$W" --out "$keep/run-$group" >> "$log" 2>&1
+      say "batch $group: rc=$? wall_s=$(( $(date +%s) - s )) results $before -> $(ls "$W/results" | wc -l)"
+      cp "$keep/run-$group/run.log" "$W/logs/$call-run-$group.log" 2>/dev/null ;;
+    *) say "unknown phase $phase" ;;
+  esac
+done
+kill "$smi" 2>/dev/null
+nvidia-smi -q > "$keep/smi-after.txt" 2>&1
+say "done $(date -u +%FT%TZ) total_s=$(( $(date +%s) - t0 ))"
+cp "$log" "$keep/"
+tar -czf "$out/$call.tar.gz" -C "$W" results logs -C "$keep" .
+ls -la "$out"

@@ -1,0 +1,275 @@
+"""Runner against upstream's own script at one Liger-Kernel commit, cell by cell, on the H100.
+
+    .venv/bin/python bench/h100/fidelity.py --batch data/reruns/h100-2026-12-05 \
+        --scripts bench/fidelity/h100-ab7fe2a [--cells] [--write data/fidelity/liger-kernel-ci.json]
+
+Upstream's rows are the CSVs its benchmark scripts wrote on the lent H100
+(`<scripts>/<call>/upstream-<kernel>/upstream.csv`, bench/h100/device.sh); the runner's are the
+batch's signed results (`results/` and `repeats/`), each matched to the script's row of the
+same kernel, provider, pass, metric and workload through the job's run (its external id names
+the workload as the ingest does). A runner result is compared with the script run in the same
+device call where that call ran the script, else with the script of another call (the GPU
+product is the same; host-bound figures then compare across hosts, which the row says).
+
+`--write` writes the source's fidelity table: the 02bac05 table as bench/fidelity/compare.py
+makes it, with this commit's rows merged in (read by runs/fidelity/): a kernel, provider, pass and metric measured at both
+commits keeps one row whose status is established only where it is at both; the row lists
+the commits and the phases of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench" / "fidelity"))
+
+from compare import (  # noqa: E402  (bench/fidelity/compare.py: one criterion for both commits)
+    DEVICE_BOUND_LIMIT,
+    _stats,
+    _status,
+    anchor,
+)
+
+COMMIT = "ab7fe2a"
+
+
+def _django():
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
+    import django
+
+    django.setup()
+
+
+def script_rows(scripts: Path) -> dict[tuple, dict[str, float]]:
+    """(kernel, provider, pass, metric, workload slug) -> {call: median} of the scripts' CSVs."""
+    from runs.reference import catalogue
+    from runs.sources.parsers import parse_liger_csv
+
+    out: dict[tuple, dict[str, float]] = {}
+    for csv_path in sorted(scripts.glob("*/upstream-*/upstream.csv")):
+        call = csv_path.parent.parent.name
+        for row in parse_liger_csv(csv_path.read_bytes(), str(csv_path)):
+            slug = catalogue.workload_slug(row.params)
+            key = (row.benchmark, row.provider, row.timed_pass, row.metric, slug)
+            y50 = row.source_metrics
+            value = next(v for k, v in y50.items() if k.endswith("_50"))
+            out.setdefault(key, {})[call] = value
+    return out
+
+
+def runner_rows(batch: Path, calls: dict[str, str]) -> list[dict]:
+    """Every finished result of the batch with the key of the run it measured."""
+    jobs = {}
+    for path in [*batch.glob("jobs/*.json"), *batch.glob("unrun/*.json")]:
+        doc = json.loads(path.read_text())
+        jobs[doc["job"]["id"]] = doc
+    out = []
+    for path in sorted([*batch.glob("results/*.json"), *batch.glob("repeats/*.json")]):
+        p = json.loads(path.read_text())["payload"]
+        job = jobs.get(p["job"]["id"])
+        m = p.get("measurement") or {}
+        if job is None or p.get("status") != "ok" or m.get("median") is None:
+            continue
+        parts = job["run"]["externalId"].split("/")
+        # <commit>/<kernel>/<pass>/<provider>/<gpu>/<workload>/<time>[/memory]
+        key = (
+            p["benchmark"],
+            p["provider"],
+            p["pass"],
+            p["metric"],
+            parts[5],
+        )
+        kind = ((m.get("diagnostics") or {}).get("classification") or {}).get("kind")
+        out.append(
+            {
+                "key": key,
+                "runner": m["median"],
+                "kind": kind or "unclassified",
+                "protocol": (m.get("details") or {}).get("protocol"),
+                "call": calls.get(path.name, "?"),
+                "date": str(p.get("startedAt") or "")[:10],
+                "gpu": (p.get("environment") or {}).get("gpuName"),
+                "file": path.name,
+            }
+        )
+    return out
+
+
+def observations(batch: Path, scripts: Path, calls: dict[str, str]) -> list[dict]:
+    script = script_rows(scripts)
+    obs = []
+    for r in runner_rows(batch, calls):
+        by_call = script.get(r["key"])
+        if not by_call:
+            continue
+        same = r["call"] in by_call
+        ref_call = r["call"] if same else sorted(by_call)[0]
+        obs.append(r | {"script": by_call[ref_call], "scriptCall": ref_call, "sameHost": same})
+    return obs
+
+
+def rows(obs: list[dict]) -> list[dict]:
+    grouped: dict[tuple, list[dict]] = {}
+    for o in obs:
+        grouped.setdefault(o["key"][:4], []).append(o)
+    out = []
+    for (kernel, provider, timed_pass, metric), items in sorted(grouped.items()):
+
+        def pick(kinds, items=items):
+            chosen = [o for o in items if o["kind"] in kinds]
+            return [o["runner"] / o["script"] for o in chosen], {o["key"][4] for o in chosen}
+
+        row = {
+            "kernel": kernel,
+            "provider": provider,
+            "pass": timed_pass,
+            "metric": metric,
+            "anchor": anchor(kernel, timed_pass, metric, provider),
+            "gpu": ", ".join(sorted({o["gpu"] for o in items if o["gpu"]})),
+            "date": ", ".join(sorted({o["date"] for o in items})),
+            "calls": sorted({o["call"] for o in items}),
+            "phases": sorted({f"{COMMIT}/{o['call']}" for o in items}),
+            "upstreamCommits": [COMMIT],
+            "deviceBound": None,
+            "hostBound": None,
+            "unclassified": 0,
+            "memory": None,
+            "sameHostShare": round(sum(o["sameHost"] for o in items) / len(items), 3),
+        }
+        if metric == "memory":
+            ratios, cells = pick(("unclassified",))
+            diffs = [o["runner"] - o["script"] for o in items]
+            row["memory"] = _stats(ratios, cells) | {
+                "maxDiffMiB": round(max(diffs, key=abs), 3),
+                "protocol": sorted({o["protocol"] or "none" for o in items}),
+            }
+        else:
+            ratios, cells = pick(("device-bound",))
+            row["deviceBound"] = _stats(ratios, cells)
+            if row["deviceBound"]:
+                row["deviceBound"]["within5"] = sum(
+                    abs(r - 1) <= DEVICE_BOUND_LIMIT for r in ratios
+                )
+            row["hostBound"] = _stats(*pick(("host-bound",)))
+            row["unclassified"] = sum(
+                o["kind"] not in ("device-bound", "host-bound") for o in items
+            )
+        row["status"], row["reason"] = _status(row)
+        row["reason"] = f"at {COMMIT}: {row['reason']}"
+        out.append(row)
+    return out
+
+
+def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
+    """The table with the commit's rows: one row per kernel, provider, pass and metric."""
+    old = {(r["kernel"], r["provider"], r["pass"], r["metric"]): r for r in table["rows"]}
+    for row in new_rows:
+        key = (row["kernel"], row["provider"], row["pass"], row["metric"])
+        before = old.get(key)
+        if before is None or before["status"] == "not-measured":
+            old[key] = row
+            continue
+        # Measured at both commits: one row, established only where both are.
+        both = dict(before)
+        both["upstreamCommits"] = sorted(
+            set(before.get("upstreamCommits", [table["upstreamCommit"]])) | {COMMIT}
+        )
+        both["byCommit"] = {
+            before.get("upstreamCommits", [table["upstreamCommit"]])[0]: {
+                k: before.get(k)
+                for k in (
+                    "status",
+                    "reason",
+                    "deviceBound",
+                    "hostBound",
+                    "memory",
+                    "calls",
+                    "phases",
+                    "date",
+                )
+            },
+            COMMIT: {
+                k: row.get(k)
+                for k in (
+                    "status",
+                    "reason",
+                    "deviceBound",
+                    "hostBound",
+                    "memory",
+                    "calls",
+                    "phases",
+                    "date",
+                )
+            },
+        }
+        both["date"] = ", ".join(
+            sorted(set(before.get("date", "").split(", ")) | set(row["date"].split(", ")) - {""})
+        )
+        both["phases"] = sorted(set(before.get("phases", [])) | set(row["phases"]))
+        if before["status"] == "established" and row["status"] == "established":
+            both["status"] = "established"
+            both["reason"] = f"{before['reason']}; {row['reason']}"
+        else:
+            both["status"] = "not-established"
+            failed = [r for r in (before, row) if r["status"] != "established"]
+            both["reason"] = "; ".join(r["reason"] for r in failed)
+        old[key] = both
+    out = dict(table)
+    out["rows"] = sorted(
+        old.values(), key=lambda r: (r["kernel"], r["pass"], r["metric"], r["provider"])
+    )
+    out["commits"] = {**table.get("commits", {}), COMMIT: meta}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", required=True, type=Path)
+    ap.add_argument("--scripts", required=True, type=Path)
+    ap.add_argument("--cells", action="store_true")
+    ap.add_argument("--write")
+    args = ap.parse_args()
+    _django()
+    calls_file = args.batch / "logs" / "result-calls.json"
+    calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
+    obs = observations(args.batch, args.scripts, calls)
+    new_rows = rows(obs)
+    if args.cells:
+        for o in obs:
+            print("/".join(o["key"]), f"runner {o['runner']:.5g} script {o['script']:.5g}",
+                  f"ratio {o['runner'] / o['script']:.3f} {o['kind']} {o['call']}/{o['scriptCall']}")  # fmt: skip
+    counts: dict[str, int] = {}
+    for r in new_rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        print(f"{r['anchor']}: {r['status']}: {r['reason']}")
+    print(f"{len(new_rows)} rows at {COMMIT}: {counts}")
+    if args.write:
+        # The 02bac05 table as compare.py makes it (every published cell the runner supports
+        # now), so that writing again replaces this commit's rows rather than merging twice.
+        from compare import table as base_table
+
+        csvs = sorted((REPO / "data" / "liger-ci").rglob("*.csv"))
+        table = base_table(REPO / "bench/fidelity/h100-2026-12-05", "liger-kernel-ci", csvs)
+        table = json.loads(json.dumps(table))
+        meta = {
+            "batch": args.batch.as_posix(),
+            "scripts": args.scripts.as_posix(),
+            "generatedBy": f"python bench/h100/fidelity.py --batch {args.batch.as_posix()} "
+            f"--scripts {args.scripts.as_posix()} --write {args.write}",
+            "host": "the lent nvidia-h100-x1 machine, one NVIDIA H100 80GB HBM3 per device "
+            "call; bench/fidelity/h100-ab7fe2a/README.md gives each call",
+            "rows": len(new_rows),
+        }
+        out = merged(table, new_rows, meta)
+        Path(args.write).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        print(f"{args.write}: {len(out['rows'])} rows")
+
+
+if __name__ == "__main__":
+    main()

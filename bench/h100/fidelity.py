@@ -1,7 +1,7 @@
 """Runner against upstream's own script at one Liger-Kernel commit, cell by cell, on the H100.
 
     .venv/bin/python bench/h100/fidelity.py --batch data/reruns/h100-2026-12-05 \
-        --scripts bench/fidelity/h100-ab7fe2a [--cells] [--write data/fidelity/liger-kernel-ci.json]
+        --scripts bench/fidelity/h100-ab7fe2a [--cells]
 
 Upstream's rows are the CSVs its benchmark scripts wrote on the lent H100
 (`<scripts>/<call>/upstream-<kernel>/upstream.csv`, bench/h100/device.sh); the runner's are the
@@ -11,8 +11,8 @@ the workload as the ingest does). A runner result is compared with the script ru
 device call where that call ran the script, else with the script of another call (the GPU
 product is the same; host-bound figures then compare across hosts, which the row says).
 
-`--write` writes the source's fidelity table: the 02bac05 table as bench/fidelity/compare.py
-makes it, with this commit's rows merged in (read by runs/fidelity/): a kernel, provider, pass and metric measured at both
+bench/fidelity/compare.py --write writes the source's fidelity table with this commit's rows
+merged in (`merged_commit`, its LATER_COMMITS; read by runs/fidelity/): a kernel, provider, pass and metric measured at both
 commits keeps one row whose status is established only where it is at both; the row lists
 the commits and the phases of each.
 """
@@ -228,12 +228,28 @@ def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
     return out
 
 
+def merged_commit(table: dict, repo: Path, commit: str, batch: str, scripts: str) -> dict:
+    """bench/fidelity/compare.py's table with this commit's rows merged (its LATER_COMMITS)."""
+    assert commit == COMMIT, commit
+    calls_file = repo / batch / "logs" / "result-calls.json"
+    calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
+    new_rows = rows(observations(repo / batch, repo / scripts, calls))
+    meta = {
+        "batch": batch,
+        "scripts": scripts,
+        "comparedBy": f"python bench/h100/fidelity.py --batch {batch} --scripts {scripts} --cells",
+        "host": "the lent nvidia-h100-x1 machine, one NVIDIA H100 80GB HBM3 per device call; "
+        f"{scripts}/README.md gives each call",
+        "rows": len(new_rows),
+    }
+    return merged(table, new_rows, meta)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", required=True, type=Path)
     ap.add_argument("--scripts", required=True, type=Path)
     ap.add_argument("--cells", action="store_true")
-    ap.add_argument("--write")
     args = ap.parse_args()
     _django()
     calls_file = args.batch / "logs" / "result-calls.json"
@@ -249,26 +265,6 @@ def main() -> None:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
         print(f"{r['anchor']}: {r['status']}: {r['reason']}")
     print(f"{len(new_rows)} rows at {COMMIT}: {counts}")
-    if args.write:
-        # The 02bac05 table as compare.py makes it (every published cell the runner supports
-        # now), so that writing again replaces this commit's rows rather than merging twice.
-        from compare import table as base_table
-
-        csvs = sorted((REPO / "data" / "liger-ci").rglob("*.csv"))
-        table = base_table(REPO / "bench/fidelity/h100-2026-12-05", "liger-kernel-ci", csvs)
-        table = json.loads(json.dumps(table))
-        meta = {
-            "batch": args.batch.as_posix(),
-            "scripts": args.scripts.as_posix(),
-            "generatedBy": f"python bench/h100/fidelity.py --batch {args.batch.as_posix()} "
-            f"--scripts {args.scripts.as_posix()} --write {args.write}",
-            "host": "the lent nvidia-h100-x1 machine, one NVIDIA H100 80GB HBM3 per device "
-            "call; bench/fidelity/h100-ab7fe2a/README.md gives each call",
-            "rows": len(new_rows),
-        }
-        out = merged(table, new_rows, meta)
-        Path(args.write).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-        print(f"{args.write}: {len(out['rows'])} rows")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ runs.changes.services stores from an ingested history."""
 from __future__ import annotations
 
 import random
+import re
 import statistics
 
 import pytest
@@ -252,3 +253,31 @@ def test_a_step_is_lasting_only_while_it_holds(tmp_path):
     assert [c[2:5] for c in _changes()] == [(commit(8), "transient", "regression")]
     report = changes_detect(source=Source.objects.get(slug="liger-kernel-ci"))
     assert report.new_steps == []
+
+
+@pytest.mark.django_db
+def test_the_feed_carries_a_host_excursion_once_and_a_transient_with_its_span(client, tmp_path):
+    """Twelve cells of four kernels off for three runs and back: one feed entry for the host,
+    with its size and span; a kernel of its own off for three runs and back: its own
+    transient entry; a lasting step as before. Dated by the publication where each began."""
+    cells = {
+        (f"suite_{k}", p): BASE + UP + [1.0, 1.01, 0.99]
+        for k in range(4)
+        for p in ("liger", "torch", "huggingface")
+    }
+    cells["own_kernel", "liger"] = BASE + [1.0, 1.01] + UP + [1.0]
+    cells["step_kernel", "liger"] = BASE + [1.0, 2.0, 2.0, 2.01, 2.0]
+    write_history(tmp_path, cells)
+    ingest(source_slug="liger-kernel-ci", locations=[str(tmp_path)])
+    feed = client.get("/feeds/sources/liger-kernel-ci/changes.atom").content.decode()
+    titles = re.findall(r"<entry><title>(.*?)</title>", feed, re.S)
+    assert titles[0].startswith(
+        f"Transient regression +40 % at {commit(10)}, back after {commit(12)}: Own kernel"
+    )
+    assert titles[1].startswith(f"Regression +100 % at {commit(9)}: Step kernel")
+    assert titles[2] == (
+        f"Excursion of the benchmark host at {commit(8)}, back after {commit(10)}: 12 cells of "
+        "4 kernels slower"
+    )
+    assert len(titles) == 3
+    assert feed.count(f"/changes/liger-kernel-ci/host/{commit(8)}/regression") == 1

@@ -8,12 +8,9 @@ cell, so it cannot push the kernels' own steps out of the feed."""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime
-
 from django.contrib.syndication.views import Feed
-from django.db.models import Count
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -22,31 +19,20 @@ from django.utils.feedgenerator import Atom1Feed
 from kilib.origin import site_root
 from runs.changes.models import CellChange
 from runs.changes.pages import shown
-from runs.models import Benchmark, Publication, Run, Source
+from runs.models import Benchmark, Run, Source
 from runs.pages.units import scale
 from runs.read.freshness import DATA, kept
 
 ENTRIES = 50
 
 
-@dataclass
 class HostExcursion:
-    """The transients grouped at one publication in one direction, as one feed entry."""
+    """The transients grouped at one publication in one direction, as one feed entry: its
+    first row, with the group's size (`_cells`)."""
 
-    source: Source
-    publication: object
-    direction: str
-    published_at: datetime
-    cells: int
-    kernels: int
-    ends: list  # [(slug of the last publication off the level, cells)], most cells first
-
-
-def _newest_first(entry) -> tuple[float, int]:
-    """The feeds' order over steps, transients and host excursions together: upstream's time,
-    then the newest row (QuerySet.newest_first)."""
-    when = entry.published_at.timestamp() if entry.published_at else float("-inf")
-    return when, getattr(entry, "id", 0)
+    def __init__(self, row: CellChange):
+        self.row, self.source, self.publication = row, row.source, row.publication
+        self.direction, self.published_at, self.cells = row.direction, row.published_at, row._cells
 
 
 class _ChangesFeed(Feed):
@@ -68,45 +54,29 @@ class _ChangesFeed(Feed):
         raise NotImplementedError
 
     def items(self, obj):
-        changes = self.changes(obj)
-        steps = list(shown(changes.alarmed().newest_first())[:ENTRIES])
-        transients = changes.filter(kind=CellChange.TRANSIENT).exclude(review="dismissed")
-        alone = list(shown(transients.filter(grouped=False).newest_first())[:ENTRIES])
-        entries = steps + alone + self._host_excursions(transients.filter(grouped=True))
-        entries.sort(key=_newest_first, reverse=True)
-        return entries[:ENTRIES]
-
-    def _host_excursions(self, grouped) -> list[HostExcursion]:
-        """The newest groups of transients, one entry each: two aggregate queries and one for
-        their publications and sources."""
-        rows = list(
-            grouped.values("publication_id", "direction", "published_at", "source_id")
-            .annotate(cells=Count("id"), kernels=Count("benchmark_id", distinct=True))
-            .order_by("-published_at", "publication_id", "direction")[:ENTRIES]
+        """Steps, a kernel's own transients and the host's excursions, in one read of the
+        feed's index (two queries: the changes, then their runs). Of the transients grouped
+        at one publication in one direction, the first row stands for the group and carries
+        its size and its span's end."""
+        group = [F("publication_id"), F("direction")]
+        changes = (
+            self.changes(obj)
+            .exclude(review="dismissed")
+            .filter(Q(kind=CellChange.STEP) | Q(kind=CellChange.TRANSIENT))
+            .annotate(
+                _first=Window(
+                    RowNumber(),
+                    partition_by=[*group, F("kind"), F("grouped")],
+                    order_by=F("id").asc(),
+                ),
+                _cells=Window(Count("id"), partition_by=[*group, F("kind"), F("grouped")]),
+            )
+            .filter(Q(kind=CellChange.STEP) | Q(grouped=False) | Q(_first=1))
+            .newest_first()
         )
-        if not rows:
-            return []
-        ends: dict[tuple, Counter] = {}
-        for pub, direction, until, n in (
-            grouped.filter(publication_id__in={r["publication_id"] for r in rows})
-            .values_list("publication_id", "direction", "until__slug")
-            .annotate(n=Count("id"))
-            .order_by()
-        ):
-            ends.setdefault((pub, direction), Counter())[until] += n
-        publications = Publication.objects.in_bulk({r["publication_id"] for r in rows})
-        sources = Source.objects.in_bulk({r["source_id"] for r in rows})
         return [
-            HostExcursion(
-                source=sources[r["source_id"]],
-                publication=publications[r["publication_id"]],
-                direction=r["direction"],
-                published_at=r["published_at"],
-                cells=r["cells"],
-                kernels=r["kernels"],
-                ends=ends.get((r["publication_id"], r["direction"]), Counter()).most_common(),
-            )  # fmt: skip
-            for r in rows
+            HostExcursion(c) if c.kind == CellChange.TRANSIENT and c.grouped else c
+            for c in shown(changes)[:ENTRIES]
         ]
 
     def item_link(self, item: CellChange | HostExcursion) -> str:
@@ -118,7 +88,7 @@ class _ChangesFeed(Feed):
         if isinstance(item, HostExcursion):
             return (
                 f"Excursion of the benchmark host at {item.publication.slug}, back after "
-                f"{item.ends[0][0]}: {item.cells} cells of {item.kernels} kernels "
+                f"{item.row.until.slug}: {item.cells} cells "
                 f"{'slower' if item.direction == CellChange.REGRESSION else 'faster'}"
             )
         run = item.run
@@ -137,12 +107,12 @@ class _ChangesFeed(Feed):
 
     def item_description(self, item: CellChange | HostExcursion) -> str:
         if isinstance(item, HostExcursion):
-            spans = ", ".join(f"{slug} ({n} cells)" for slug, n in item.ends)
             return (
-                f"{item.cells} cells of {item.kernels} kernels moved together at "
-                f"{item.publication.slug} and came back within a few publications: the last "
-                f"publication off their level was {spans}. Likely the benchmark host (a runner, "
-                f"driver or library change upstream), not the kernels; not a lasting step."
+                f"{item.cells} cells of several kernels moved together at "
+                f"{item.publication.slug} (after {item.row.previous.slug}) and came back within "
+                f"a few publications (the first of them after {item.row.until.slug}; each "
+                f"cell's span is on the changes page): likely the benchmark host (a runner, "
+                f"driver or library change upstream), not the kernels, and not a lasting step."
             )
         unit = item.run.unit
         commits = f" Upstream's commits: {item.commits_url}" if item.commits_url else ""

@@ -11,6 +11,7 @@ from runs import evidence
 from runs.evidence import TOLERANCE, NoVerdict, Outcome, evidence_apply, outcome_decide
 from runs.models import Evidence, EvidenceEvent
 from tests.factories import RunFactory
+from tests.source_files import python_files
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED_MS = 0.385536
@@ -261,9 +262,8 @@ def test_the_checker_finds_writes():
 def test_no_other_module_writes_run_evidence():
     allowed = {REPO / "runs" / "evidence.py"}
     offenders = []
-    for path in REPO.rglob("*.py"):
-        parts = set(path.relative_to(REPO).parts)
-        if parts & {".venv", "tests", "migrations", "node_modules", "kirunner"} or path in allowed:
+    for path in python_files({"tests", "migrations", "kirunner"}):
+        if path in allowed:
             continue
         for line in _evidence_writes(ast.parse(path.read_text(), str(path))):
             offenders.append(f"{path.relative_to(REPO)}:{line}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_files import python_files
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 60
 SKIP = {".venv", "bench", "migrations", "tests", "node_modules"}
@@ -18,9 +20,7 @@ KNOWN_LONGER: dict[str, int] = {}
 
 def function_lengths() -> dict[str, int]:
     lengths: dict[str, int] = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        if SKIP & set(path.relative_to(ROOT).parts):
-            continue
+    for path in python_files(SKIP):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{path.relative_to(ROOT)}:{node.name}"

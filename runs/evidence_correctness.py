@@ -6,9 +6,9 @@ same dtype (Liger-Kernel's `assert_verbose_allclose`: |a - b| <= atol + rtol * |
 with atol and rtol per kernel and dtype in each test's parametrize). A kernel whose fp32
 attention runs its matmuls in TF32 misses a float64 bound of 1e-4 and passes upstream's own
 5e-3. So `incorrect` is published only where the output also misses upstream's tolerance for
-that kernel and dtype at the row's commit (data/tolerance/upstream-tests.json, written by
-`python bench/upstream_test_tolerance.py --git-dir ... --write ...`, each entry with its file,
-test and line). The float64 errors are always kept and shown, as accuracy.
+that kernel and dtype at the row's commit (data/tolerance/upstream-tests/<commit>.json, one
+table per commit, written by `python bench/upstream_test_tolerance.py --git-dir ... --commit C
+--write`, each entry with its file, test and line). The float64 errors are always kept and shown, as accuracy.
 
 A result records, per checked tensor, its largest error M, the largest |ref| R (M over the
 relative error), the RMS scale and the worst ratio W to the runner's own bound; a runner that
@@ -31,17 +31,26 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-TABLE = Path(__file__).resolve().parent.parent / "data" / "tolerance" / "upstream-tests.json"
+TABLES = Path(__file__).resolve().parent.parent / "data" / "tolerance" / "upstream-tests"
 
 WITHIN, OUTSIDE, UNDECIDED = "within", "outside", "undecided"
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict:
-    try:
-        return json.loads(TABLE.read_text())
-    except FileNotFoundError:
-        return {"commit": "", "kernels": {}}
+def _tables() -> dict[str, dict]:
+    """Each commit's table, by the commit it was read at (a short hash)."""
+    tables = (json.loads(path.read_text()) for path in sorted(TABLES.glob("*.json")))
+    return {table["commit"]: table for table in tables if table.get("commit")}
+
+
+def _table_at(commit: str | None) -> tuple[str, dict] | None:
+    """The table read at the row's commit (either hash may be the longer), or None."""
+    if not commit:
+        return None
+    for recorded, table in _tables().items():
+        if commit.startswith(recorded) or recorded.startswith(commit):
+            return recorded, table
+    return None
 
 
 @dataclass(frozen=True)
@@ -67,14 +76,10 @@ def upstream_tolerance(
 ) -> UpstreamTolerance | None:
     """Upstream's test tolerance for the kernel and dtype at the row's commit, or None where
     the table has no test for them (or the row names another commit)."""
-    table = _table()
-    recorded = table.get("commit") or ""
-    if (
-        not commit
-        or not recorded
-        or not (commit.startswith(recorded) or recorded.startswith(commit))
-    ):
+    found = _table_at(commit)
+    if found is None:
         return None
+    recorded, table = found
     entry = ((table.get("kernels") or {}).get(kernel) or {}).get(dtype or "")
     if not entry:
         return None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from django.db import connection, models
@@ -67,6 +68,44 @@ class RunQuerySet(models.QuerySet):
 
     def ranked(self) -> RunQuerySet:
         return self.order_by("rank", "median", "public_id")
+
+    def verdicts_by_gpu(self) -> list[dict]:
+        """Per GPU product and publication that has a run with a rerun's verdict among these
+        runs: how many current runs it has and how many carry each verdict, newest publication
+        first. Two grouped queries: the verdicts through the evidence index (few runs carry
+        one beside the reported millions), then the runs of just those publications."""
+        verdicts = ("checked", "reproduced", "not-reproduced", "incorrect")
+        cells: dict[tuple, dict] = {}
+        judged = (
+            self.public()
+            .filter(evidence__in=verdicts)
+            .values("environment__gpu__upstream_name", "publication_id", "publication__slug",
+                    "publication__published_at", "source__slug", "evidence")  # fmt: skip
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for row in judged:
+            key = (row["environment__gpu__upstream_name"], row["publication_id"])
+            cell = cells.setdefault(key, {
+                "gpu": key[0], "publication": row["publication__slug"],
+                "published_at": row["publication__published_at"],
+                "source": row["source__slug"], "runs": 0, "counts": {}})  # fmt: skip
+            cell["counts"][row["evidence"].replace("-", "_")] = row["n"]  # a template's name
+        totals = (
+            self.public()
+            .filter(publication_id__in={pub for _, pub in cells})
+            .values_list("environment__gpu__upstream_name", "publication_id")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for gpu, pub, n in totals:
+            if (gpu, pub) in cells:
+                cells[(gpu, pub)]["runs"] = n
+        for cell in cells.values():
+            cell["unjudged"] = cell["runs"] - sum(cell["counts"].values())
+        by_gpu = sorted(cells.values(), key=lambda c: c["gpu"])
+        oldest = datetime.min.replace(tzinfo=UTC)
+        return sorted(by_gpu, key=lambda c: c["published_at"] or oldest, reverse=True)
 
     def newest(self) -> RunQuerySet:
         """Newest imports first. Ids are handed out in insert order, so the primary key's index

@@ -5,6 +5,7 @@ and the ranked table beneath; constant query count."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
@@ -155,3 +156,41 @@ def test_tables_kept_per_data_change_show_a_change_at_once(client, settings):
     Run.objects.filter(pk=run.pk).update(median=567_800)  # no signal: the database trigger
     text = text_of(client.get("/benchmarks/rms_norm/"))
     assert "567.8 µs" in text and "123.4 µs" not in text
+
+
+def _judged(bench, gpu, publication, evidence: list[str]):
+    for i, level in enumerate(evidence):
+        RunFactory(benchmark=bench, gpu=gpu, publication=publication, source=publication.source,
+                   workload=workload_for(bench, M=4096, hidden=512 * (i + 1), dtype="bf16"),
+                   evidence=level)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_verdicts_of_two_gpu_products_side_by_side(client, settings):
+    """The benchmark page counts each GPU product's rerun verdicts per publication (newest
+    first) beside the runs it has, and asks the same queries however many are judged."""
+    from tests.factories import GpuFactory, PublicationFactory, SourceFactory
+
+    settings.PAGE_CACHE_SECONDS = 0
+    bench = BenchmarkFactory(slug="rms_norm")
+    source = SourceFactory()
+    older = PublicationFactory(source=source, slug="02bac05",
+                               published_at=datetime(2025, 7, 1, tzinfo=UTC))  # fmt: skip
+    newer = PublicationFactory(source=source, slug="ab7fe2a",
+                               published_at=datetime(2026, 3, 20, tzinfo=UTC))  # fmt: skip
+    h100 = GpuFactory()
+    h200 = GpuFactory(upstream_name="NVIDIA H200", slug="nvidia-h200", product="NVIDIA H200",
+                      form_factor="", memory_gib=141, gpu_class="h200")  # fmt: skip
+    _judged(bench, h200, older, ["reproduced", "not-reproduced", "checked", "reported"])
+    _judged(bench, h100, newer, ["reproduced", "reproduced", "incorrect"])
+    before = queries(client, "/benchmarks/rms_norm/")
+    rows = re.findall(r"<tr>\s*<td>(NVIDIA [^<]+)</td><td>(\w+) .*?</td>((?:<td class=\"num\">\d+</td>\s*)+)</tr>",
+                      client.get("/benchmarks/rms_norm/").content.decode(), re.S)  # fmt: skip
+    counts = [(gpu, pub, re.findall(r">(\d+)<", cells)) for gpu, pub, cells in rows]
+    # runs, reproduced, not reproduced, checked, incorrect, not rerun
+    assert counts == [
+        ("NVIDIA H100 80GB HBM3", "ab7fe2a", ["3", "2", "0", "0", "1", "0"]),
+        ("NVIDIA H200", "02bac05", ["4", "1", "1", "1", "0", "1"]),
+    ]
+    _judged(bench, h100, older, ["checked"] * 5)
+    assert queries(client, "/benchmarks/rms_norm/") == before

@@ -270,7 +270,11 @@ def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     catalogue.attach(runs)
     panels = benchmark_panels(benchmark, runs)
     shown = {p.publication.pk: p.publication for p in panels}
-    context = {"benchmark": benchmark, "shown": sorted(shown.values(), key=_publication_order)}
+    context = {
+        "benchmark": benchmark,
+        "shown": sorted(shown.values(), key=_publication_order),
+        "verdicts": Run.objects.filter(benchmark=benchmark).verdicts_by_gpu(),
+    }
     try:
         context["view"] = view = benchmark_view(panels, params)
     except BadChoice as exc:

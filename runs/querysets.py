@@ -69,16 +69,16 @@ class RunQuerySet(models.QuerySet):
     def ranked(self) -> RunQuerySet:
         return self.order_by("rank", "median", "public_id")
 
-    def verdicts_by_gpu(self) -> list[dict]:
-        """Per GPU product and publication that has a run with a rerun's verdict among these
-        runs: how many current runs it has and how many carry each verdict, newest publication
+    def verdicts_by_gpu(self, benchmark) -> list[dict]:
+        """Per GPU product and publication that has a run of the benchmark with a rerun's
+        verdict: how many current runs it has and how many carry each verdict, newest publication
         first. Two grouped queries: the verdicts through the evidence index (few runs carry
         one beside the reported millions), then the runs of just those publications."""
         verdicts = ("checked", "reproduced", "not-reproduced", "incorrect")
         cells: dict[tuple, dict] = {}
+        runs = self.public().filter(benchmark=benchmark)
         judged = (
-            self.public()
-            .filter(evidence__in=verdicts)
+            runs.filter(evidence__in=verdicts)
             .values("environment__gpu__upstream_name", "publication_id", "publication__slug",
                     "publication__published_at", "source__slug", "evidence")  # fmt: skip
             .annotate(n=Count("id"))
@@ -92,8 +92,7 @@ class RunQuerySet(models.QuerySet):
                 "source": row["source__slug"], "runs": 0, "counts": {}})  # fmt: skip
             cell["counts"][row["evidence"].replace("-", "_")] = row["n"]  # a template's name
         totals = (
-            self.public()
-            .filter(publication_id__in={pub for _, pub in cells})
+            runs.filter(publication_id__in={pub for _, pub in cells})
             .values_list("environment__gpu__upstream_name", "publication_id")
             .annotate(n=Count("id"))
             .order_by()

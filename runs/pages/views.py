@@ -273,7 +273,7 @@ def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     context = {
         "benchmark": benchmark,
         "shown": sorted(shown.values(), key=_publication_order),
-        "verdicts": Run.objects.filter(benchmark=benchmark).verdicts_by_gpu(),
+        "verdicts": Run.objects.verdicts_by_gpu(benchmark),
     }
     try:
         context["view"] = view = benchmark_view(panels, params)

@@ -160,7 +160,7 @@ def charlie(db):
 @pytest.fixture
 def liger_bench(db):
     """The real Liger benchmark CSV, ingested."""
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     return ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])
 

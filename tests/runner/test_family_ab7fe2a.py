@@ -432,7 +432,7 @@ def test_the_h100_issuer_issues_every_row_of_the_new_kernels_and_the_runner_acce
     from kirunner.runner import validate_job
     from reruns.controlled import job_document
     from reruns.models import RerunJob
-    from runs.services import ingest
+    from runs.sources.pipeline import ingest
 
     ingest(source_slug="liger-kernel-ci", locations=[str(CSV.parent)])
     wanted = {**ROWS, "fused_linear_cross_entropy": 60, "cross_entropy": 60}

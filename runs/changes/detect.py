@@ -182,13 +182,7 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
         if noisy or abs(after - m) / m <= t:
             cuts.remove(i)  # too small to report: one level with the one before
             continue
-        # The significance test may keep a return in the new level's segment (a short
-        # excursion in a long history): the excursion ends where the rest of it is back.
-        back_at = next(
-            (j for j in range(i + 1, end) if abs(values[j] - m) / m <= t
-             and abs(statistics.median(values[j:end]) - m) / m <= t),
-            None,
-        )  # fmt: skip
+        back_at = _back_at(values, i, end, m, t)
         if back_at is not None:
             after = statistics.median(values[i:back_at])
             end = back_at
@@ -211,6 +205,17 @@ def detect(values: list[float], *, metric: str = "latency") -> Verdict:
         i = end
     # A noisy cell is judged only where a lasting level was told from its noise.
     return Verdict(NOISY if noisy and not changes else JUDGED, changes)
+
+
+def _back_at(values: list[float], i: int, end: int, m: float, t: float) -> int | None:
+    """Where the segment [i, end) is back at the old level m for good, or None. The
+    significance test may keep a return in the new level's segment (a short excursion in a
+    long history): the excursion ends where the rest of it is back."""
+    return next(
+        (j for j in range(i + 1, end) if abs(values[j] - m) / m <= t
+         and abs(statistics.median(values[j:end]) - m) / m <= t),
+        None,
+    )  # fmt: skip
 
 
 def _lasting(values, i, end, baseline, t, *, metric, noisy):

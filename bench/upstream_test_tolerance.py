@@ -202,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{e['file']}:{e['line']} ({e['test']})")  # fmt: skip
     if args.write:
         TABLES.mkdir(parents=True, exist_ok=True)
-        (TABLES / f"{data['commit']}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        (TABLES / f"{data['commit']}.json").write_text(
+            json.dumps(data, indent=1, sort_keys=True) + "\n"
+        )
     return 0
 
 

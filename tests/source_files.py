@@ -17,7 +17,10 @@ def python_files(skip: set[str] = frozenset()) -> list[Path]:
     """Tracked and untracked-but-not-ignored .py files, minus those under a folder named in skip."""
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.py"],
-        cwd=REPO, capture_output=True, text=True, check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     paths = [REPO / name for name in sorted(set(listed))]
     return [p for p in paths if p.exists() and not skip & set(p.relative_to(REPO).parts)]

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from .version import __version__
 from .sign import SigningError, key_from_env, sign_result, verify_result
 
 __all__ = ["main"]

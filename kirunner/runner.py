@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import __version__
+from .version import __version__
 from .canonical import API_VERSION
 from .impls import Unavailable
 from .workload import WorkloadError

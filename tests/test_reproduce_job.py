@@ -77,8 +77,8 @@ def test_kernelbench_and_unsupported_liger_runs_say_why(every_source, client):
     assert "Reproduce on your GPU" in page and "The runner cannot reproduce this run" in page
     answer = client.get(f"/runs/{kb.public_id}/job.json")
     assert answer.status_code == 404
-    # A kernel the runner does not implement (no H200 rows upstream: not in docs/runner.md's list).
-    other = Run.objects.public().filter(benchmark__slug="embedding")
+    # A kernel the runner does not implement (not in kirunner.kernels.KERNELS).
+    other = Run.objects.public().filter(benchmark__slug="fused_moe")
     assert "not supported by this runner" in selfrun.reproduce_for(other.first()).problem
 
 

@@ -20,7 +20,9 @@ from datetime import datetime, timedelta
 def main() -> None:
     log_path, smi_path = sys.argv[1:3]
     lines = open(log_path).read().splitlines()
-    start = datetime.strptime(re.search(r"call \S+ (\S+Z)", lines[0]).group(1), "%Y-%m-%dT%H:%M:%SZ")
+    start = datetime.strptime(
+        re.search(r"call \S+ (\S+Z)", lines[0]).group(1), "%Y-%m-%dT%H:%M:%SZ"
+    )
     windows, opened = [], {}
     for line in lines:
         m = re.match(r"\[(\d+)s\] (.+)", line)
@@ -38,12 +40,20 @@ def main() -> None:
         for row in csv.reader(fh, skipinitialspace=True):
             try:
                 when = datetime.strptime(row[0], "%Y/%m/%d %H:%M:%S.%f")
-                samples.append((when, int(row[1].split()[0]), float(row[3].split()[0]), int(row[5], 16)))
+                samples.append(
+                    (when, int(row[1].split()[0]), float(row[3].split()[0]), int(row[5], 16))
+                )
             except (ValueError, IndexError):
                 continue
-    print(f"{'phase':28} {'s':>5} {'samples':>7} {'SM MHz med':>10} {'min':>5} {'W max':>6} {'capped':>6}")
+    print(
+        f"{'phase':28} {'s':>5} {'samples':>7} {'SM MHz med':>10} {'min':>5} {'W max':>6} {'capped':>6}"
+    )
     for name, a, b in windows:
-        inside = [s for s in samples if start + timedelta(seconds=a) <= s[0] <= start + timedelta(seconds=b)]
+        inside = [
+            s
+            for s in samples
+            if start + timedelta(seconds=a) <= s[0] <= start + timedelta(seconds=b)
+        ]
         busy = [s for s in inside if not s[3] & 0x1] or inside
         if not inside:
             print(f"{name:28} {b - a:5d} {0:7d}")

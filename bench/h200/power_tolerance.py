@@ -14,7 +14,7 @@ CUDA, classified device-bound: the rule judges only those figures against a tole
 host-bound do_bench figure moves with the host's launch path, not the GPU's clocks, so its
 spread says nothing of power; with a `power` window: runners before kirunner/power.py
 recorded none, and for those the NVML reading after the measurement's power-cap bit stands
-in). A cell (kernel, pass,
+in). A cell (GPU product, kernel, pass,
 provider, workload) is power-capped when any of its results was. For each power-capped cell
 measured by at least two processes (any day), each process's do_bench median's deviation from
 the cell's median; pooled per class (kernel, provider). The class's tolerance is the largest
@@ -65,7 +65,10 @@ def observations(root: Path) -> dict[tuple, list[tuple[str, float, bool]]]:
         if kind != "device-bound":
             continue
         wl = json.dumps((payload.get("workload") or {}).get("resolved"), sort_keys=True)
-        key = (payload["benchmark"], payload["pass"], payload["provider"], wl)
+        # One GPU product per cell: an H100 and an H200 figure of a workload differ by the
+        # GPUs, not by the power controller.
+        gpu = (payload.get("environment") or {}).get("gpuName")
+        key = (gpu, payload["benchmark"], payload["pass"], payload["provider"], wl)
         cells[key].append((f"{path.parts[-3]}/{path.name}", m["median"], _capped(m)))
     return cells
 
@@ -77,7 +80,7 @@ def _round_up(x: float) -> float:
 def table(root: Path) -> dict:
     pooled: dict[str, list[float]] = defaultdict(list)
     n_cells: dict[str, int] = defaultdict(int)
-    for (bench, _pass, provider, _wl), obs in observations(root).items():
+    for (_gpu, bench, _pass, provider, _wl), obs in observations(root).items():
         if len(obs) < 2 or not any(capped for _, _, capped in obs):
             continue
         med = statistics.median(v for _, v, _ in obs)

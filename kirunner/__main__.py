@@ -29,8 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .version import __version__
 from .sign import SigningError, key_from_env, sign_result, verify_result
+from .version import __version__
 
 __all__ = ["main"]
 

@@ -28,9 +28,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .version import __version__
 from .canonical import API_VERSION
 from .impls import Unavailable
+from .version import __version__
 from .workload import WorkloadError
 
 __all__ = ["API_VERSION", "JobError", "is_self_run", "run_job", "support_problem", "validate_job"]

@@ -166,6 +166,10 @@ def rows(obs: list[dict]) -> list[dict]:
     return out
 
 
+# What a merged row keeps of each commit's own measurement.
+PER_COMMIT = ("status", "reason", "deviceBound", "hostBound", "memory", "calls", "phases", "date")
+
+
 def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
     """The table with the commit's rows: one row per kernel, provider, pass and metric."""
     old = {(r["kernel"], r["provider"], r["pass"], r["metric"]): r for r in table["rows"]}
@@ -182,31 +186,9 @@ def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
         )
         both["byCommit"] = {
             before.get("upstreamCommits", [table["upstreamCommit"]])[0]: {
-                k: before.get(k)
-                for k in (
-                    "status",
-                    "reason",
-                    "deviceBound",
-                    "hostBound",
-                    "memory",
-                    "calls",
-                    "phases",
-                    "date",
-                )
+                k: before.get(k) for k in PER_COMMIT
             },
-            COMMIT: {
-                k: row.get(k)
-                for k in (
-                    "status",
-                    "reason",
-                    "deviceBound",
-                    "hostBound",
-                    "memory",
-                    "calls",
-                    "phases",
-                    "date",
-                )
-            },
+            COMMIT: {k: row.get(k) for k in PER_COMMIT},
         }
         both["date"] = ", ".join(
             sorted(set(before.get("date", "").split(", ")) | set(row["date"].split(", ")) - {""})

@@ -280,8 +280,7 @@ def report(sizes: list[dict], args) -> str:
         machine(),
         f"PostgreSQL: {sizes[0].get('postgres', '?')}",
         f"gunicorn {WORKERS} sync workers, DEBUG=0; {CONNECTIONS} connections; "
-        f"{args.seconds} s per figure in {WINDOW} s windows alternating with /healthz; "
-        f"pushed versions {'off' if os.getenv('BENCH_PUSHED_VERSIONS') == '0' else 'on'}",
+        f"{args.seconds} s per figure in {WINDOW} s windows alternating with /healthz",
         "```",
         "",
         "Runs above the demo data are re-labelled copies of the Liger CI rows, made for load "
@@ -335,9 +334,6 @@ def server_env(url: str, page_cache: int, static_root: str) -> dict[str, str]:
         "STATIC_ROOT": static_root,
         "PAGE_CACHE_SECONDS": str(page_cache),
         "LOG_LEVEL": "WARNING",
-        # The server as deployed: anonymous pages take the versions PostgreSQL pushes
-        # (BENCH_PUSHED_VERSIONS=0 measures it reading them from the table instead).
-        "KERNELINDEX_PUSHED_VERSIONS": os.getenv("BENCH_PUSHED_VERSIONS", "1"),
     }
 
 
@@ -976,9 +972,6 @@ def one_size(args) -> None:
     url = database_url(args.size)
     static_root = tempfile.mkdtemp(prefix="ki-scale-static-")
     os.environ.update(server_env(url, 0, static_root))
-    # In process, each write is measured inside a transaction that is rolled back, so it is
-    # never pushed: the requests here read the versions table (and count that query).
-    os.environ["KERNELINDEX_PUSHED_VERSIONS"] = "0"
     import django
 
     django.setup()

@@ -232,9 +232,6 @@ SPECTACULAR_SETTINGS = {
 # Public pages: anonymous GETs of public pages are cached for PAGE_CACHE_SECONDS (0 turns the page
 # cache off), keyed by the versions each page reads (runs/read/freshness.py).
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", "300")
-# On PostgreSQL each process keeps the versions the database pushes at commit (LISTEN/NOTIFY,
-# runs/read/pushed_versions.py), so an anonymous page reads none of them from the database.
-PUSHED_VERSIONS = envbool("KERNELINDEX_PUSHED_VERSIONS", "1")
 
 # A streamed export part stops after this many seconds and ends with a trailer naming the next
 # part (runs.read.exports): keep it well below the server's worker timeout (gunicorn's --timeout,

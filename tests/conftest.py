@@ -92,16 +92,6 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _versions_read_from_the_table():
-    """A test's writes never commit, so PostgreSQL would never push their versions: pages read
-    the versions table (tests/test_pushed_versions.py turns the pushed copy on, with commits)."""
-    from django.conf import settings
-
-    settings.PUSHED_VERSIONS = False
-    yield
-
-
 @pytest.fixture(autouse=True)
 def _fresh_page_cache():
     """Test databases roll back but the cache does not: start every test on a new data

@@ -64,3 +64,28 @@ def test_the_versions_read_is_the_connection_health_check(client, monkeypatch):
     assert len(calls) == 2 and closed == [True]
     # Checked once per request: the next query of the same request is not checked again.
     assert connection.health_check_done
+
+
+@pytest.mark.services
+def test_an_earlier_releases_notify_trigger_is_dropped_on_migrate(services):
+    """Databases migrated by an earlier release told listening processes of every moved
+    version; nothing listens now, so post_migrate's trigger install drops that trigger."""
+    from django.db import connection
+
+    from runs.read import freshness
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION runs_version_notify() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER ki_version_notify_row AFTER INSERT OR UPDATE ON runs_version "
+            "FOR EACH ROW EXECUTE FUNCTION runs_version_notify()"
+        )
+        freshness.triggers_install()
+        cursor.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'ki_version_notify%%' "
+            "UNION ALL SELECT count(*) FROM pg_proc WHERE proname = 'runs_version_notify'"
+        )
+        assert [n for (n,) in cursor.fetchall()] == [0, 0]

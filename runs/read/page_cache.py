@@ -39,9 +39,7 @@ def public_page(view=None, *, reads=None):
         # Cached pages are stored compressed for clients that take gzip, so a hit is not
         # compressed again on every request; each encoding is its own entry and ETag.
         gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
-        # Only a reader who cannot have written takes the versions pushed to this process
-        # (a notification's trip behind the commit); the others read the table itself.
-        versions = freshness.current(scopes, pushed=stateless)
+        versions = freshness.current(scopes)
         etag = '"' + _key(request, versions, anonymous, gzipped) + '"'
         last_ts = int(versions.last.timestamp()) if versions.last else None
         # A signed-in reader's page also shows their own rows that no version covers (their

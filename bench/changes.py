@@ -2,7 +2,9 @@
 how many changes of each kind it reports, per kernel, how many steps later come back, the
 groups of cells that moved together, and its agreement with Apache Otava itself (apache-otava,
 the `test` extra) run with its command-line defaults on every cell: the change points both
-find, each alone and why. docs/changes.md quotes its output.
+find, each alone and why; and issue 44's two figures: (a) otava's changes of >= 10 % found as
+lasting steps, each miss in a class, and (b) the index's lasting steps confirmed by otava or in
+a named class. docs/changes.md quotes its output.
 
 Cells are the ones the site follows (runs.querysets.RunQuerySet.history_of): kernel, timed pass,
 metric, provider, workload, GPU and the sweep the row belongs to; its points in the order the

@@ -17,11 +17,17 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 @pytest.fixture(scope="module")
-def liger_ci():
-    """(publication folders, {cell: {sequence: median}}) of data/liger-ci."""
+def bench():
+    """bench/changes.py, which reads the history and compares the rule with apache-otava."""
     spec = importlib.util.spec_from_file_location("bench_changes", ROOT / "bench" / "changes.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def liger_ci(bench):
+    """(publication folders, {cell: {sequence: median}}) of data/liger-ci."""
     return bench.histories(ROOT / "data" / "liger-ci")
 
 
@@ -72,6 +78,31 @@ def test_distill_jsd_loss_liger_memory_stepped_up_at_6059dfb(liger_ci):
         if c.kind == detect.STEP
     }
     assert steps["6059dfb"] == (detect.REGRESSION, 5640, 6428)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "metric", "provider", "workload", "publication"),
+    [
+        ("cross_entropy", "latency", "huggingface", "vocab8192", "1c07943"),
+        ("distill_jsd_loss", "memory", "liger", "bt2048", "6059dfb"),
+    ],
+)
+def test_the_persistent_steps_are_confirmed_by_otava(
+    bench, liger_ci, kernel, metric, provider, workload, publication
+):
+    """Issue 44's (b) as bench/changes.py counts it, for the two persistent steps: apache-otava
+    itself has a change point within one publication of each."""
+    folders, cells = liger_ci
+    history = cells[_cell(cells, kernel, "full", metric, provider, workload)]
+    values, seqs = list(history.values()), list(history)
+    verdict = detect.detect(values, metric=metric)
+    (index,) = [
+        c.index
+        for c in verdict.changes
+        if c.kind == detect.STEP and folders[seqs[c.index]] == publication
+    ]
+    theirs = {p.index for p in bench.otava_points(values)}
+    assert bench._confirmation(values, verdict, index, theirs).startswith("confirmed")
 
 
 def test_the_v0_7_0_excursion_is_one_transient_group(judged):

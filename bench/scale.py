@@ -452,7 +452,7 @@ def measure_ingest(tmp: Path) -> dict:
 
 
 # Every URL pattern of the site is a page kind measured here (PAGE_KINDS: its figure's label and
-# the pattern's name) or named in NOT_MEASURED with the reason; tests/test_scale_bench.py
+# the pattern's name) or named in NOT_MEASURED with the reason; tests/bench/test_scale_bench.py
 # fails for a pattern in neither, so a new page cannot be added without its figure.
 PAGE_KINDS = [
     ("run page", "runs:detail"),

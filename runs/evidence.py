@@ -3,7 +3,7 @@
 Evidence levels move only on a verified controlled rerun (PRODUCT.md, "Evidence levels").
 Everything that writes the `evidence` column past a new run's `reported` lives in this module,
 in one call per verified result (evidence_apply): the level of the controlled run the result
-became, and the move of the original run's level with its EvidenceEvent, in one transaction. tests/test_evidence.py scans the code base for any
+became, and the move of the original run's level with its EvidenceEvent, in one transaction. tests/runs/test_evidence.py scans the code base for any
 other writer, and tries the admin.
 
 The rule, given a verified controlled result for a run (docs/evidence.md has the table):

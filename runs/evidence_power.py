@@ -7,7 +7,7 @@ clocks, power and throttle reasons while it times (kirunner/power.py); a result 
 ran power-capped is judged against the larger of the cell's upstream tolerance and the
 largest deviation we saw between processes and days for power-capped cells of its class
 (bench/h200/power_tolerance.py writes data/tolerance/h200-power-capped.json from the signed
-results under data/reruns; tests/test_power_rule.py checks the committed table is what the
+results under data/reruns; tests/runs/test_power_rule.py checks the committed table is what the
 data gives). A cap below the product's default limit is still no verdict at all
 (kirunner.diagnose.throttled): that is a host misconfigured, not a kernel at its rated power.
 """

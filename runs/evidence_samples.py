@@ -13,7 +13,7 @@ than FEW_SAMPLES samples, the verdict needs one of:
    verdict rests on it, and says so;
 3. otherwise `checked`, with the reason.
 
-`judge` is plain Python over numbers (tests/test_samples_rule.py drives it with a table);
+`judge` is plain Python over numbers (tests/runs/test_samples_rule.py drives it with a table);
 `other_processes` reads the earlier events of the run. runs/evidence.py also weighs them for
 a figure of many samples: a device-bound verdict rests on the median of every independent
 process that timed the run, not on whichever process came last.

@@ -430,7 +430,7 @@ class Run(models.Model):
             ),
         ]
         # Every index here is read by something named beside it; each write pays for all of
-        # them, so none is kept "in case" (tests/test_indexes.py holds the schema to this list).
+        # them, so none is kept "in case" (tests/runs/test_indexes.py holds the schema to this list).
         # Foreign keys carry db_index=False and get their index here, once, or not at all.
         # The unique constraints above serve public_id (run page, revision manifests, new ids)
         # and (source, external_id) (the pipeline's lookup of existing rows, the API lookup).

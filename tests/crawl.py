@@ -3,7 +3,7 @@ each page offers, and the same-site links on each, through Django's test client.
 
 It records, per page kind, how many pages it requested; how many links it followed; every
 answer of 500 or more; every link that answers 404 (or any 4xx); every absolute link to a host
-that is neither the site's own origin nor an upstream project's. tests/test_crawl.py runs it
+that is neither the site's own origin nor an upstream project's. tests/site/test_crawl.py runs it
 over the full demo data; `python manage.py shell -c "from tests.crawl import main; main()"`
 prints the same figures for the database DATABASE_URL names.
 """

@@ -1,7 +1,7 @@
 """Specs of the documents a Liger row implies. Pure functions: same row, same specs, same digests.
 
 The protocol and environment specs reproduce the example run page byte for byte (its digests are
-the test vector in tests/test_digests.py); change a word here and every digest moves.
+the test vector in tests/runs/manifest/test_digests.py); change a word here and every digest moves.
 """
 
 from __future__ import annotations

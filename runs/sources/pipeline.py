@@ -10,7 +10,7 @@ Cost is per file, not per row: each distinct document is resolved once per inges
 existing runs, groups and public ids are read with one query each, new runs go in as one COPY
 (bulk_create elsewhere) with their ranks already computed, and the ranking query afterwards
 only writes a row whose rank it changes. The number of queries a file costs does not grow with
-its rows (tests/test_ingest.py holds it to that).
+its rows (tests/runs/sources/test_ingest.py holds it to that).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from runs.models import Publication, Run
 from runs.sources.pipeline import ingest
 from tests.conftest import LIGER_CI
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 import scale  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from runs.evidence import TOLERANCE
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 import tolerance  # noqa: E402

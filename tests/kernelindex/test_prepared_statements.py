@@ -15,7 +15,7 @@ from django.db import connection
 
 from runs.models import Run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _prepared(fragment: str) -> int:

@@ -19,7 +19,7 @@ from runs.models import Evidence, EvidenceEvent, ImportRecord, Publication, Run
 from tests.factories import RunFactory
 from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -24,8 +24,7 @@ from reruns import controlled, selfrun
 from reruns.models import RerunJob
 from runs.models import Run
 from runs.sources.pipeline import ingest
-
-from .conftest import DATA, KERNELBENCH, LIGER_CI, LIGER_CSV
+from tests.conftest import DATA, KERNELBENCH, LIGER_CI, LIGER_CSV
 
 DEMO_BATCH = DATA / "reruns" / "h200-2026-11-29"
 

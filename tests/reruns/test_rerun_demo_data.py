@@ -17,8 +17,8 @@ from runs.manifest.canonical import document_digest, run_manifest
 from runs.models import Evidence
 from runs.sources.pipeline import ingest
 
-DATA = Path(__file__).resolve().parent.parent / "data"
-FIXTURE = Path(__file__).resolve().parent / "data" / "reruns" / "h200-2026-11-29"
+DATA = Path(__file__).resolve().parents[2] / "data"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "reruns" / "h200-2026-11-29"
 FOLDERS = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir())
 # A folder whose jobs all wait in unrun/ (issued, none run yet) has nothing to load.
 BATCHES = [p for p in FOLDERS if any(p.glob("jobs/*.json"))] + [FIXTURE]

@@ -33,7 +33,7 @@ from tests.factories import RunFactory
 from tests.factories_community import login_staff
 from tests.factories_reruns import DOUBLE_COMMAND, KEY_ID, KEY_SECRET, TEST_KEYS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WAIT = 120  # seconds: an upper bound for the machine to get there, not a measurement
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from kirunner import canonical, sign
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SIGNED_FOLDERS = [
     *sorted((ROOT / "data" / "reruns").iterdir()),
     ROOT / "tests/data/reruns/h200-2026-11-29",

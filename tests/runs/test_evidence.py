@@ -13,7 +13,7 @@ from runs.models import Evidence, EvidenceEvent
 from tests.factories import RunFactory
 from tests.source_files import python_files
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PUBLISHED_MS = 0.385536
 
 

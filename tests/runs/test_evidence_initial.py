@@ -1,7 +1,7 @@
 """A run's first evidence level: `reported` for upstream data, set with the row and nowhere else.
 
 runs.evidence is the only code that moves a level (and gives a controlled run its own,
-tests/test_controlled_door.py); the first level is written with the row, and this holds that no other code writes one through a field mapping ({"evidence": ...}),
+tests/reruns/test_controlled_door.py); the first level is written with the row, and this holds that no other code writes one through a field mapping ({"evidence": ...}),
 which the scan in test_evidence.py (assignments and keyword arguments) does not see.
 """
 
@@ -16,7 +16,7 @@ from runs.models import Evidence, Run
 from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _evidence_mappings() -> list[tuple[str, str]]:

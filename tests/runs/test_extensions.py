@@ -18,7 +18,7 @@ from runs.extensions import RunExtensions, RunPanel, run_extensions
 from runs.models import Run
 from tests.factories import RunFactory
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs"
 BUILT_ON_RUNS = ("attestations", "reruns")
 # Another app's name in a string is a tie no import scan sees: a table label, a command name,
@@ -171,7 +171,7 @@ def test_the_demo_command_runs_every_registered_loader_in_order(monkeypatch):
     monkeypatch.setattr("runs.management.commands.demo.run_extensions", registry)
     monkeypatch.setattr("runs.management.commands.demo.call_command", lambda *a, **k: None)
     call_command("demo", "--no-serve", stdout=io.StringIO())
-    data = pathlib.Path(__file__).resolve().parents[1] / "data"
+    data = pathlib.Path(__file__).resolve().parents[2] / "data"
     assert seen == [("early", data), ("late", data)]
 
 

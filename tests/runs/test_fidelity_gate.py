@@ -19,7 +19,7 @@ from tests.factories import BenchmarkFactory, RunFactory, SourceFactory
 from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
 pytestmark = pytest.mark.fidelity_gate
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PEAK_MIB = 1610.0
 H100 = "NVIDIA H100"
 TABLE_ROWS = json.loads((REPO / "data/fidelity/liger-kernel-ci.json").read_text())["rows"]

@@ -14,7 +14,7 @@ from runs.evidence import TOLERANCE, outcome_decide
 from runs.models import Evidence
 from tests.factories import RunFactory
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PUBLISHED_MS = 10.0
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # Every module of runs/pages/ (the page views, the parts they keep, the run page's sections,
 # the listings, the feeds), the changes page and feeds, every app's run-page panels and the
 # community's page views.

@@ -25,12 +25,11 @@ import pytest
 
 import kirunner
 from kirunner.result_schema import result_problem, self_run_problem
-
-from .runner.jobs import make_job
-from .runner_env import clean_env, fresh_venv, pip_install, run_page_commands, shipped_copy
+from tests.runner.jobs import make_job
+from tests.runner_env import clean_env, fresh_venv, pip_install, run_page_commands, shipped_copy
 
 pytestmark = pytest.mark.install
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

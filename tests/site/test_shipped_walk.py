@@ -30,8 +30,7 @@ import pytest
 import requests
 
 import kirunner
-
-from .runner_env import REPO, clean_env, run_page_commands, shipped_copy
+from tests.runner_env import REPO, clean_env, run_page_commands, shipped_copy
 
 pytestmark = pytest.mark.install
 

@@ -17,7 +17,7 @@ from runs.claims.models import JudgedClaim
 from runs.claims.rule import SEVERITY
 from runs.sources.pipeline import ingest
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 
 
 @pytest.fixture

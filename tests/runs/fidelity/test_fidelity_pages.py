@@ -11,7 +11,7 @@ import pytest
 from tests.factories import SourceFactory
 from tests.pages import queries, text_of
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 TABLE = json.loads((REPO / "data/fidelity/liger-kernel-ci.json").read_text())
 
 

@@ -12,7 +12,7 @@ from runs.sources.pipeline import ingest
 from tests.conftest import KERNELBENCH
 
 pytestmark = pytest.mark.django_db
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

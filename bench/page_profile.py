@@ -6,7 +6,7 @@ and prints the mean time per request, its queries, the share spent in template r
 cProfile's top entries by cumulative time.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ki_demo python bench/page_profile.py \
-        [--url /runs/8827e3bb/] [--requests 200] [--top 25]
+        [--url /runs/8827e3bb/] [--requests 200] [--top 25] [--sort tottime]
 
 The figures are of the requests after a first one, which is what every reader but the first
 after a data change gets of the values kept under the data's version (runs.read.freshness.kept).
@@ -65,6 +65,12 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--sort",
+        default="cumulative",
+        choices=("cumulative", "tottime"),
+        help="cProfile's order: time under each function, or in its own code only",
+    )
     args = parser.parse_args()
     setup_test_environment()
     client = Client()
@@ -134,7 +140,7 @@ def main() -> None:
         f"({render_seconds / total:.0%} of the request)"
     )
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
+    pstats.Stats(profiler, stream=out).sort_stats(args.sort).print_stats(args.top)
     print(out.getvalue())
 
 

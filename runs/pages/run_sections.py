@@ -9,8 +9,10 @@ attestation, a job) leaves them kept: the page renders its panels around them.
 from __future__ import annotations
 
 import json
+from html import escape
 
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
 
 from runs.changes import detect
 from runs.changes.models import CellChange
@@ -18,6 +20,7 @@ from runs.claims import read as claims
 from runs.manifest.canonical import run_manifest
 from runs.models import Evidence, EvidenceEvent, Run, Source
 from runs.pages import charts, history_chart
+from runs.pages.units import scale
 from runs.querysets import public_id_or_404
 from runs.read import catalogue
 from runs.read.freshness import DATA, kept
@@ -111,8 +114,8 @@ def _history(run: Run) -> dict:
     # Publications per source, so the heading and the counts name what the points are.
     sources = [(name, slug, n) for _, name, slug, n in counted]
     total = sum(n for _, _, n in sources)
-    part = {"points": points, "total": total, "sources": sources, "svg": "", "changes": [],
-            "heading": "History of this cell"}  # fmt: skip
+    part = {"points": points, "list": _items(run, points), "total": total, "sources": sources,
+            "svg": "", "changes": [], "heading": "History of this cell"}  # fmt: skip
     if total > 1:
         part["heading"] += f" across {total} publications of " + ", ".join(
             f"{name} ({n})" if len(sources) > 1 else name for name, _, n in sources
@@ -120,6 +123,25 @@ def _history(run: Run) -> dict:
     if len(points) > 1:
         part.update(_judged(run, points, {source_id: n for source_id, _, _, n in counted}))
     return part
+
+
+def _items(run: Run, points: list[dict]) -> SafeString:
+    """The history list's items, one per point, oldest first: the run's own in bold, every
+    other a link to its page. Written here rather than by a loop of the template: two dozen
+    items of four variables each were two thirds of the history section's rendering, which
+    every reader arriving at a run nobody asked for pays (about 0.5 ms a page). The same
+    escaping and figures (units.scale, as the `measure` filter) as the template's."""
+    unit = run.unit
+    return mark_safe(  # noqa: S308 - every value placed is escaped here
+        "".join(
+            f"<li><strong>{escape(p['publication__slug'])}: "
+            f"{escape(scale(p['median'], unit))} (this run)</strong></li>"
+            if p["pk"] == run.pk
+            else f'<li><a href="/runs/{escape(p["public_id"])}/">{escape(p["publication__slug"])}'
+            f"</a>: {escape(scale(p['median'], unit))}</li>"
+            for p in points
+        )
+    )
 
 
 def _per_source(run: Run, points: list[dict], counts: dict[int, int]) -> list[tuple]:

@@ -137,7 +137,7 @@ class FusedLinearJsdSpec(KernelSpec):
         # results (data/reruns/h200-2026-12-01d/held) the worst gradient error is 72 to
         # 12374 times RMS(ref) while max|ref| is 57 to 538 times it, and in 46 of the 60
         # gradient checks the worst error exceeds max|ref|: a bound wide enough to pass
-        # them would pass a zero gradient (tests/runner/test_check_rules.py checks this).
+        # them would pass a zero gradient (tests/kirunner/test_check_rules.py checks this).
         # So these gradients fail the check in both implementations, which says that bf16
         # does not determine them at upstream's shapes, not which kernel is wrong.
         return {}

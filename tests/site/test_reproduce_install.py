@@ -25,7 +25,7 @@ import pytest
 
 import kirunner
 from kirunner.result_schema import result_problem, self_run_problem
-from tests.runner.jobs import make_job
+from tests.kirunner.jobs import make_job
 from tests.runner_env import clean_env, fresh_venv, pip_install, run_page_commands, shipped_copy
 
 pytestmark = pytest.mark.install

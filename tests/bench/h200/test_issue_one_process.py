@@ -13,7 +13,7 @@ from runs.models import Evidence
 from runs.sources.pipeline import ingest
 from tests.conftest import LIGER_CI
 from tests.factories import RunFactory, SourceFactory
-from tests.runner.issued import issue_jobs_module
+from tests.kirunner.issued import issue_jobs_module
 
 
 def _timed(run, process):

@@ -9,7 +9,7 @@ import torch
 from kirunner import protocol, run_job
 from kirunner.kernels import get_spec
 from kirunner.workload import WorkloadError
-from tests.runner.jobs import make_job
+from tests.kirunner.jobs import make_job
 
 # Parameters exactly as the 02bac05 H200 rows carry them (runs.sources.parsers normalised).
 UPSTREAM = {

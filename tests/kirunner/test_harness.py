@@ -74,7 +74,7 @@ print(json.dumps(harness.memory_cpu(make_fn, quantiles=[0.5, 0.2, 0.8]).samples)
 
 def test_cpu_memory_counts_live_tensors() -> None:
     # In a process of its own: the profiler's running total counts every thread's live
-    # allocations, and a torch.compile earlier in the same process (tests/runner/test_families.py)
+    # allocations, and a torch.compile earlier in the same process (tests/kirunner/test_families.py)
     # leaves about 0.1 MiB of them alive.
     done = subprocess.run(
         [sys.executable, "-c", _LIVE_TENSORS],

@@ -16,9 +16,9 @@ from kirunner.families.preference import hf_alignment_loss, hf_cpo_sigmoid, refe
 from kirunner.families.preference_ref import hf_dpo, hf_kto
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
-from tests.runner.issued import issued_documents
-from tests.runner.jobs import make_job
-from tests.runner.test_family_losses import CSV, _backward_calls
+from tests.kirunner.issued import issued_documents
+from tests.kirunner.jobs import make_job
+from tests.kirunner.test_family_losses import CSV, _backward_calls
 
 get_spec = kernels.get_spec
 CPU = torch.device("cpu")

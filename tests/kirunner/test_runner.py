@@ -99,11 +99,11 @@ def test_every_kernel_has_a_job_fixture() -> None:
     # The family modules' kernels have their upstream fixtures in test_families.py and
     # test_family_attention.py, test_family_losses.py, test_family_preference.py and (the
     # kernels new at ab7fe2a) test_family_ab7fe2a.py.
-    from tests.runner.test_families import UPSTREAM
-    from tests.runner.test_family_ab7fe2a import UPSTREAM as AB7FE2A
-    from tests.runner.test_family_attention import UPSTREAM as ATTENTION
-    from tests.runner.test_family_losses import COVERED
-    from tests.runner.test_family_preference import UPSTREAM as PREFERENCE
+    from tests.kirunner.test_families import UPSTREAM
+    from tests.kirunner.test_family_ab7fe2a import UPSTREAM as AB7FE2A
+    from tests.kirunner.test_family_attention import UPSTREAM as ATTENTION
+    from tests.kirunner.test_family_losses import COVERED
+    from tests.kirunner.test_family_preference import UPSTREAM as PREFERENCE
 
     fixtures = set(UPSTREAM) | set(ATTENTION) | set(COVERED) | set(PREFERENCE) | set(AB7FE2A)
     assert set(JOB_KERNELS) | fixtures == set(KERNELS)

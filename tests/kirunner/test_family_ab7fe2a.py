@@ -16,7 +16,7 @@ from kirunner.check import run_check
 from kirunner.kernels import get_spec
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
-from tests.runner.jobs import make_job
+from tests.kirunner.jobs import make_job
 
 CSV = Path(__file__).resolve().parents[2] / "data" / "liger-ci" / "ab7fe2a" / "benchmark.csv"
 GPU = "NVIDIA H100 80GB HBM3"

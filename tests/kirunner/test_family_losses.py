@@ -19,8 +19,8 @@ from kirunner.families.group_norm import reference_group_norm
 from kirunner.families.sparsemax import reference_sparsemax
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
-from tests.runner.issued import issued_documents
-from tests.runner.jobs import make_job
+from tests.kirunner.issued import issued_documents
+from tests.kirunner.jobs import make_job
 
 get_spec = kernels.get_spec
 

@@ -18,8 +18,8 @@ from kirunner.runner import support_problem
 from kirunner.workload import WorkloadError
 from runs.sources.parsers import parse_liger_csv
 from tests.conftest import LIGER_CI
-from tests.runner.issued import issued_documents
-from tests.runner.jobs import make_job
+from tests.kirunner.issued import issued_documents
+from tests.kirunner.jobs import make_job
 
 # Through the registry: kirunner.kernels imports the families (importing a family module
 # first would enter that import circle from the wrong end).

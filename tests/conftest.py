@@ -121,7 +121,7 @@ def _fidelity_gate_off(request, monkeypatch):
     """Rules 1-5 of the evidence rule are tested on synthetic runs of sources whose fidelity no
     committed table measures, where the fidelity gate (rule 6) would make every timing and
     memory verdict `checked`. Tests of the gate are marked `fidelity_gate` and see the
-    committed tables (tests/test_fidelity_gate.py)."""
+    committed tables (tests/runs/test_fidelity_gate.py)."""
     if request.node.get_closest_marker("fidelity_gate") is None:
         from runs import evidence
 

@@ -12,7 +12,7 @@ import pytest
 
 from runs.changes import detect
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 H100 = "NVIDIA H100 80GB HBM3"
 
 

@@ -14,6 +14,9 @@ On PostgreSQL the triggers run once per statement over its transition tables (a 
 TRUNCATE zeroes the column. `install` (after every migrate, beside the version triggers)
 recreates the triggers and recounts every tally from the tables under the triggers' lock, so
 counts from before the triggers, or from a restored database, start right.
+
+What they buy (bench/layers.py at 1,001,692 runs, 02220a5c, 2026-12-06): the home page's
+counts read from the tallies in 1.5 ms, against 151 ms counting the runs and groups.
 """
 
 from __future__ import annotations

@@ -209,7 +209,12 @@ def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     rest of it (the home page's counts, a benchmark page's tables). `keep` decides which
     values are worth keeping (not error pages, whose keys a client can vary at will). A cache
     outage computes every time. `shared=False` keeps the value in this process's copy only
-    (store.put_many says for which values)."""
+    (store.put_many says for which values).
+
+    What kept values buy (bench/layers.py at 1,001,692 runs, 02220a5c, 2026-12-06, in
+    process, page cache off): with every part computed instead, the home page takes 48.6 ms
+    instead of 2.6, the benchmark page 319 instead of 4.6, the changes page 398 instead of
+    7.1, browse 62.7 instead of 18.8."""
     full = kept_key(name, scopes)
     value = store.get(full, _MISSING, shared=shared)
     if value is _MISSING:

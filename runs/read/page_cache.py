@@ -1,5 +1,10 @@
 """ETag, conditional GET and the shared page cache of anonymous GETs, keyed by the versions a
-page reads (runs/read/freshness.py says which, and when a page goes stale)."""
+page reads (runs/read/freshness.py says which, and when a page goes stale).
+
+What the page cache buys (bench/layers.py at 1,001,692 runs, 02220a5c, 2026-12-06, in
+process): an anonymous page answered from it in 1.3-2.3 ms against 2.2-14.7 ms rendered from
+kept values (the run page 1.28 against 2.96 ms, browse with two filters 2.06 against 14.74).
+"""
 
 from __future__ import annotations
 

@@ -14,6 +14,10 @@ of its own, so what a page sets on a value it was given never reaches the next r
 copy holds at most BUDGET bytes, the least recently used entries going first, and no entry
 over LARGEST bytes. The shared cache is an accelerator: when it fails, pages are rendered, not
 refused.
+
+What the copy buys (bench/layers.py at 1,001,692 runs, 02220a5c, 2026-12-06, in process, page
+cache off): the run page's sections, kept in the copy only, make a page of 2.96 ms instead of
+15.2 without it; on the other pages it spares a round trip to Redis per kept part, 1.2-1.4x.
 """
 
 from __future__ import annotations

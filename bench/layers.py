@@ -36,8 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
-os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+if __name__ == "__main__":  # not when a test imports it: the environment is the suite's
+    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
+    os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 
 import django  # noqa: E402
 

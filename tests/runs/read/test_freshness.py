@@ -25,7 +25,10 @@ class BrokenCache(BaseCache):
 def test_pages_and_writes_survive_a_cache_outage(client, settings):
     run = RunFactory()
     settings.PAGE_CACHE_SECONDS = 300
-    broken = {**settings.CACHES, "default": {"BACKEND": "tests.runs.read.test_freshness.BrokenCache"}}
+    broken = {
+        **settings.CACHES,
+        "default": {"BACKEND": "tests.runs.read.test_freshness.BrokenCache"},
+    }
     with override_settings(CACHES=broken):
         response = client.get(f"/runs/{run.public_id}/")
         assert response.status_code == 200 and response["ETag"]

@@ -210,12 +210,48 @@ def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
     return out
 
 
+def failed_scripts(scripts: Path) -> dict[str, str]:
+    """kernel -> why its script gave no row: each `<call>/upstream-<kernel>/` whose script
+    wrote no CSV, with the error its log ends on, or the call's deadline where it ends on
+    the script's start line (device.sh stopped it)."""
+    out = {}
+    for log in sorted(scripts.glob("*/upstream-*/upstream.log")):
+        kernel = log.parent.name.removeprefix("upstream-")
+        if (log.parent / "upstream.csv").exists():
+            continue
+        lines = [line for line in log.read_text().splitlines() if line.strip()]
+        errors = [line for line in lines if "Error" in line and not line.startswith("===")]
+        call = log.parent.parent.name
+        if errors:
+            what = f"it failed: {errors[-1].strip()[:200]}"
+        else:
+            what = "it had written no row when the call's deadline stopped it"
+        out[kernel] = (
+            f"upstream's benchmark_{kernel}.py at {COMMIT} was run on the lent H100 ({call}) "
+            f"and {what}; nothing to compare the runner with"
+        )
+    return out
+
+
+def with_failed_scripts(table: dict, scripts: Path) -> dict:
+    """Not-measured rows of a kernel whose script was run and gave no row say so."""
+    failed = failed_scripts(scripts)
+    rows = [
+        r | {"reason": failed[r["kernel"]]}
+        if r["status"] == "not-measured" and r["kernel"] in failed
+        else r
+        for r in table["rows"]
+    ]
+    return table | {"rows": rows}
+
+
 def merged_commit(table: dict, repo: Path, commit: str, batch: str, scripts: str) -> dict:
     """bench/fidelity/compare.py's table with this commit's rows merged (its LATER_COMMITS)."""
     assert commit == COMMIT, commit
     calls_file = repo / batch / "logs" / "result-calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
     new_rows = rows(observations(repo / batch, repo / scripts, calls))
+    table = with_failed_scripts(table, repo / scripts)
     meta = {
         "batch": batch,
         "scripts": scripts,

@@ -119,12 +119,14 @@ def test_dyt_torch_compile_needs_the_runner_that_compiles_as_the_script(db):
 
 
 def test_a_kernel_not_measured_is_checked_and_says_so(db):
-    run = ci_run("tvd", "liger", "forward", "latency")
+    run = ci_run("embedding", "liger", "forward", "latency")
     out = decide(run, device_bound(0.385536))
     assert out.level == Evidence.CHECKED
     assert out.facts["why"].startswith("fidelity not measured")
     assert out.facts["withheld"]["level"] == Evidence.REPRODUCED
-    assert out.facts["fidelity"]["url"].endswith("#tvd-forward-latency-liger")
+    assert out.facts["fidelity"]["url"].endswith("#embedding-forward-latency-liger")
+    # Its script was run and gave no row: the row says so rather than "not run".
+    assert "benchmark_embedding.py" in out.facts["fidelity"]["reason"]
 
 
 def test_a_source_without_a_table_is_not_measured(db):
@@ -156,12 +158,12 @@ def test_a_row_not_established_is_checked_with_its_reason(db, monkeypatch):
 
 
 def test_a_verdict_shows_its_fidelity_row_on_the_run_page(db, client):
-    run = ci_run("tvd", "liger", "forward", "latency")
+    run = ci_run("embedding", "liger", "forward", "latency")
     evidence.evidence_apply(
         run=run, controlled_run=None, outcome=decide(run, device_bound(0.385536)), cause="test"
     )
     html = client.get(run.get_absolute_url()).content.decode()
-    assert 'href="/sources/liger-kernel-ci/fidelity/#tvd-forward-latency-liger"' in html
+    assert 'href="/sources/liger-kernel-ci/fidelity/#embedding-forward-latency-liger"' in html
     assert "fidelity not measured" in html
 
 

@@ -12,10 +12,12 @@ from kirunner.canonical import canonicalize
 from runs.evidence import UNIT_SCALE
 from runs.manifest import documents
 from runs.manifest.canonical import API_VERSION
-from runs.models import Run
+from runs.models import Run, Source
 from runs.reference import catalogue
+from runs.sources import pipeline
 from runs.sources.base import Doc, InputFile, Measurement, Record
-from runs.sources.pipeline import ingest_records, source_ensure
+from runs.sources.documents import Resolver
+from runs.sources.pipeline import ingest_records
 
 API = API_VERSION
 SOURCE = {
@@ -213,7 +215,26 @@ def controlled_record(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Rec
     )
 
 
-def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> Run:
+def source_ensure() -> Source:
+    """The source `kernelindex`, created with the first rerun recorded."""
+    return pipeline.source_ensure(
+        SOURCE["slug"],
+        # No homepage: this site is the source, and a stored origin would be the origin of
+        # whichever machine recorded the first rerun.
+        {"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
+    )
+
+
+def controlled_run_from(
+    *,
+    job,
+    payload: dict,
+    gpu_spec: catalogue.GpuSpec,
+    canonical: bytes | None = None,
+    source: Source | None = None,
+    resolver: Resolver | None = None,
+    unranked: set[int] | None = None,
+) -> Run:
     """Import the record of a verified GPU result through the door every upstream file goes
     through (runs.sources.pipeline.ingest_records): the record checks, the write and its
     ranking, and a ledger entry of the source `kernelindex`, the fetched bytes being the signed
@@ -221,25 +242,26 @@ def controlled_run_from(*, job, payload: dict, gpu_spec: catalogue.GpuSpec) -> R
     `kernelindex` are days of reruns, whose differences are verdicts, not upstream changes.
     Called inside result_record's transaction; a record the checks refuse raises IngestError
     before anything is written. The run is created at `reported`, as every new run is;
-    runs.evidence.evidence_apply then gives it its level with the verdict it carries."""
+    runs.evidence.evidence_apply then gives it its level with the verdict it carries.
+
+    `canonical`: the payload's RFC 8785 bytes where the caller made them (result_record
+    digests them); `source` (source_ensure's), `resolver` and `unranked` (the publications
+    left for the caller to rank, ingest_records'): a batch's, shared by its results
+    (reruns.services.ResultRecorder). By default this call's own, ranked here."""
     record = controlled_record(job=job, payload=payload, gpu_spec=gpu_spec)
     item = InputFile(
         location=record.external_id,
-        data=canonicalize(payload),
+        data=canonicalize(payload) if canonical is None else canonical,
         # One publication per GPU class and day: the reruns measured together are ranked
         # together (liger beside huggingface on the same H200), as an upstream suite run is.
         publication=f"{job.gpu_class}-{record.observed_at:%Y-%m-%d}",
     )
-    source = source_ensure(
-        SOURCE["slug"],
-        # No homepage: this site is the source, and a stored origin would be the origin of
-        # whichever machine recorded the first rerun.
-        {"name": SOURCE["name"], "description": SOURCE["description"], "homepage": ""},
-    )
     ingest_records(
-        source=source,
+        source=source or source_ensure(),
         item=item,
         records=[record],
+        resolver=resolver,
         trigger="rerun",
+        unranked=unranked,
     )
     return Run.objects.current_of(source_slug=SOURCE["slug"], external_id=record.external_id)

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from kirunner import sanity, sign
-from kirunner.canonical import sha256_digest
+from kirunner.canonical import canonicalize, digest_bytes
 from reruns import controlled, signing
 from reruns.models import (
     ACTIVE_STATES,
@@ -43,9 +43,11 @@ from runs.evidence import (
     evidence_withdraw,
     outcome_decide,
 )
-from runs.models import Evidence, Run
+from runs.models import Evidence, Publication, Run
 from runs.reference import catalogue, plausibility
 from runs.sources.base import IngestError
+from runs.sources.documents import Resolver
+from runs.sources.ranking import rank_publication
 
 log = logging.getLogger(__name__)
 
@@ -358,37 +360,99 @@ def result_record(
        run, and the job's final state.
 
     `keys` replaces the configured KERNELINDEX_WORKER_KEYS (load-demo passes the demo key).
+    Many results in a row go through one ResultRecorder instead (the same steps).
     """
-    payload, context = _well_formed(envelope, via)
-    _signed(envelope, keys, context)
-    job = _job_of(payload, context)
-    gpu_spec = _gpu_of(payload, context)
-    insane = _insane(job, payload, gpu_spec)
-    if insane:
-        raise _reject(RejectReason.IMPLAUSIBLE, insane, **context)
-    try:
-        with transaction.atomic():
-            locked = RerunJob.objects.select_for_update().get(pk=job.pk)
-            if locked.is_finished:
-                raise IntegrityError("finished meanwhile")
-            return _record(locked, payload, envelope["signature"], context, gpu_spec)
-    except IntegrityError:
-        # Another delivery recorded it between our checks and the lock: a replay.
-        raise _reject(
-            RejectReason.REPLAY, f"job {job.uuid} was recorded meanwhile", **context
-        ) from None
-    except IngestError as exc:
-        # The controlled run's record failed the checks every upstream record passes (a
-        # revision name longer than its column, say); the transaction wrote nothing.
-        refused = "; ".join(message for _, message in exc.problems)
-        raise _reject(
-            RejectReason.MALFORMED, f"the record of this result was refused: {refused}", **context
-        ) from None
+    return ResultRecorder(via=via, keys=keys).record(envelope)
 
 
-def _well_formed(envelope: dict, via: str) -> tuple[dict, dict]:
-    """The payload of a RerunResult that passes the schema and has a canonical form, and the
-    context every later rejection is logged with."""
+class ResultRecorder:
+    """Records results one after another exactly as result_record does, each with every check
+    and its own transaction (a savepoint inside the caller's), sharing what a row of them has
+    in common: the source `kernelindex` and the documents their controlled runs refer to (one
+    runs.sources.documents.Resolver, as one ingest of many files shares it). Each result is
+    still judged after the one before it was applied: the rule reads the events written so
+    far (other runner processes of the same run).
+
+    `rank_later`: the publications the controlled runs go into are ranked by rank(), once
+    each, not after every result (ranking is a pass over the whole publication); the caller
+    calls it before its transaction commits. `manage.py rerun load-demo` records a batch
+    folder so, inside one transaction (figures in its docstring and docs/performance.md,
+    "Demo load").
+    """
+
+    def __init__(
+        self, *, via: str = "worker", keys: dict[str, bytes] | None = None, rank_later: bool = False
+    ):
+        self.via = via
+        self.keys = keys
+        self._resolver = Resolver()
+        self._source = None
+        self._unranked: set[int] | None = set() if rank_later else None
+
+    def record(self, envelope: dict, *, job: RerunJob | None = None) -> ResultReceipt:
+        """result_record's steps 1 to 5 for one envelope. `job`: the row the caller read or
+        created for it in this transaction, with its run (load-demo); the job the payload
+        names is then not read again, and every check of it is made as for a row read."""
+        payload, context, canonical = _well_formed(envelope, self.via)
+        _signed(envelope, self.keys, context)
+        job = _job_of(payload, context, job)
+        gpu_spec = _gpu_of(payload, context)
+        insane = _insane(job, payload, gpu_spec)
+        if insane:
+            raise _reject(RejectReason.IMPLAUSIBLE, insane, **context)
+        try:
+            with transaction.atomic():
+                locked = RerunJob.objects.select_for_update().get(pk=job.pk)
+                if locked.is_finished:
+                    raise IntegrityError("finished meanwhile")
+                # The run and its documents as _job_of read them: a run's revision does not
+                # change, and its level is read again under its own lock (evidence_apply).
+                locked.run = job.run
+                signature = envelope["signature"]
+                return _record(locked, payload, canonical, signature, context, gpu_spec, self)
+        except IntegrityError:
+            self._forget()
+            # Another delivery recorded it between our checks and the lock: a replay.
+            raise _reject(
+                RejectReason.REPLAY, f"job {job.uuid} was recorded meanwhile", **context
+            ) from None
+        except IngestError as exc:
+            self._forget()
+            # The controlled run's record failed the checks every upstream record passes (a
+            # revision name longer than its column, say); the transaction wrote nothing.
+            refused = "; ".join(message for _, message in exc.problems)
+            raise _reject(
+                RejectReason.MALFORMED,
+                f"the record of this result was refused: {refused}",
+                **context,
+            ) from None
+
+    def _forget(self) -> None:
+        """Drop what the recorder shares: a rolled-back result may have created it."""
+        self._resolver = Resolver()
+        self._source = None
+
+    def controlled_run(self, *, job: RerunJob, payload: dict, canonical: bytes, gpu_spec) -> Run:
+        if self._source is None:
+            self._source = controlled.source_ensure()
+        return controlled.controlled_run_from(
+            job=job, payload=payload, gpu_spec=gpu_spec, canonical=canonical,
+            source=self._source, resolver=self._resolver, unranked=self._unranked,
+        )  # fmt: skip
+
+    def rank(self) -> None:
+        """Rank the publications controlled runs went into since the last call (rank_later)."""
+        for pk in sorted(self._unranked or ()):
+            rank_publication(Publication(pk=pk))
+        if self._unranked:
+            self._unranked.clear()
+
+
+def _well_formed(envelope: dict, via: str) -> tuple[dict, dict, bytes]:
+    """The payload of a RerunResult that passes the schema and has a canonical form, the
+    context every later rejection is logged with, and the payload's canonical bytes (its
+    digest's, and the controlled run's ledger entry's: made once, the costliest step of
+    reading a result after the signature's own)."""
     problem = result_problem(envelope)
     if problem is not None:
         payload = envelope.get("payload") if isinstance(envelope, dict) else None
@@ -404,16 +468,17 @@ def _well_formed(envelope: dict, via: str) -> tuple[dict, dict]:
     job_info = payload.get("job") if isinstance(payload.get("job"), dict) else {}
     context = {"via": via, "job_ref": job_info.get("id") or ""}
     try:
-        context["digest"] = sha256_digest(payload)
+        canonical = canonicalize(payload)
     except Exception as exc:  # rfc8785 refuses NaN, huge ints, non-string keys
         raise _reject(
             RejectReason.MALFORMED, f"payload has no canonical form: {exc}", **context
         ) from None
+    context["digest"] = digest_bytes(canonical)
     if envelope.get("kind") != "RerunResult" or envelope.get("apiVersion") != controlled.API:
         raise _reject(
             RejectReason.MALFORMED, f"expected kind RerunResult of {controlled.API}", **context
         )
-    return payload, context
+    return payload, context, canonical
 
 
 def _signed(envelope: dict, keys: dict[str, bytes] | None, context: dict) -> None:
@@ -436,15 +501,28 @@ def _signed(envelope: dict, keys: dict[str, bytes] | None, context: dict) -> Non
         raise _reject(RejectReason.TAMPERED, "the signature does not match the payload", **context)
 
 
-def _job_of(payload: dict, context: dict) -> RerunJob:
+# What checking, judging and recording a result read of the job's run: one query, not one
+# per relation.
+RUN_RELATED = (
+    "implementation",
+    "environment__gpu",
+    "source",
+    "benchmark",
+    "workload",
+    "publication",
+)
+_JOB_RUN = tuple(f"run__{name}" for name in RUN_RELATED)
+
+
+def _job_of(payload: dict, context: dict, known: RerunJob | None = None) -> RerunJob:
     """The approved, unfinished job the payload answers, within its freshness window; the job
-    joins the rejection context."""
+    joins the rejection context. `known`: the caller's row of that job, if it is that job."""
     job_ref = context["job_ref"]
-    job = (
-        RerunJob.objects.select_related("run__implementation", "run__environment__gpu")
-        .filter(uuid=_uuid_or_none(job_ref))
-        .first()
-    )
+    job_uuid = _uuid_or_none(job_ref)
+    if known is not None and known.uuid == job_uuid:
+        job = known
+    else:
+        job = RerunJob.objects.select_related(*_JOB_RUN).filter(uuid=job_uuid).first()
     if job is None:
         raise _reject(RejectReason.FOREIGN_JOB, f"no job {job_ref!r}", **context)
     context["job"] = job
@@ -543,7 +621,15 @@ def _stale(job: RerunJob, payload: dict) -> str:
     return ""
 
 
-def _record(job: RerunJob, payload: dict, sig: dict, context: dict, gpu_spec) -> ResultReceipt:
+def _record(
+    job: RerunJob,
+    payload: dict,
+    canonical: bytes,
+    sig: dict,
+    context: dict,
+    gpu_spec,
+    recorder: ResultRecorder,
+) -> ResultReceipt:
     """Record a verified result for the locked `job`: the receipt, and for a result that can
     carry a verdict the controlled run and the one evidence application."""
     receipt_fields = {
@@ -571,7 +657,9 @@ def _record(job: RerunJob, payload: dict, sig: dict, context: dict, gpu_spec) ->
         return _failed(job, receipt_fields, f"no verdict: {exc}")
     controlled_run = None
     if gpu_spec is not None:
-        controlled_run = controlled.controlled_run_from(job=job, payload=payload, gpu_spec=gpu_spec)
+        controlled_run = recorder.controlled_run(
+            job=job, payload=payload, canonical=canonical, gpu_spec=gpu_spec
+        )
     event = evidence_apply(
         run=job.run,
         controlled_run=controlled_run,
@@ -706,11 +794,13 @@ def run_rejudge(*, run: Run) -> str:
 
 
 def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:
-    """Keep the receipt of a verified result that moves nothing, and fail the job with why."""
+    """Keep the receipt of a verified result that moves nothing, and fail the job with why.
+    The locked `job` is kept equal to its row: the receipt's job says how it ended."""
     receipt = ResultReceipt.objects.create(**receipt_fields)
-    RerunJob.objects.filter(pk=job.pk).update(
-        state=JobState.FAILED, finished_at=timezone.now(), error=error[:4000]
-    )
+    done = {"state": JobState.FAILED, "finished_at": timezone.now(), "error": error[:4000]}
+    RerunJob.objects.filter(pk=job.pk).update(**done)
+    for name, value in done.items():
+        setattr(job, name, value)
     return receipt
 
 
@@ -718,18 +808,21 @@ def _succeeded(job: RerunJob, payload: dict) -> None:
     # An offline job was never claimed by a worker: its start and end are the runner's own
     # (checked by _stale against its issue time), not the moment the file was imported.
     finished = (_parse_time(payload.get("finishedAt")) if job.offline else None) or timezone.now()
-    RerunJob.objects.filter(pk=job.pk).update(
-        state=JobState.SUCCEEDED, finished_at=finished, error=""
-    )
+    done = {"state": JobState.SUCCEEDED, "finished_at": finished, "error": ""}
     started = _parse_time(payload.get("startedAt"))
-    if started is not None:
-        RerunJob.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=started)
+    # The locked row's own start (a worker's claim) is kept; the runner's fills in a missing one.
+    if started is not None and job.started_at is None:
+        done["started_at"] = started
+    RerunJob.objects.filter(pk=job.pk).update(**done)
+    for name, value in done.items():
+        setattr(job, name, value)
 
 
 __all__ = [
     "ACTIVE_STATES",
     "NO_BROKER",
     "RerunError",
+    "ResultRecorder",
     "ResultRejected",
     "broker_configured",
     "rerun_approve",

@@ -234,11 +234,17 @@ def ingest_records(
     progress: Progress | None = None,
     resolver: Resolver | None = None,
     trigger: str = "command",
+    unranked: set[int] | None = None,
 ) -> IngestReport:
     """The one door for records, whoever built them: an upstream file's parsed rows, or the
     record of a verified controlled result (reruns/controlled.py). They are checked whole
     (IngestError, with their lines, before any write), then written, ranked and entered in
-    the ledger as a fetch of `item`, in one transaction."""
+    the ledger as a fetch of `item`, in one transaction.
+
+    `unranked`: the ids of the publications to rank go into this set instead of being ranked
+    here; the caller ranks them (rank_publication) before its own transaction commits. A
+    batch of one-record imports into the same publication (a folder of rerun results) ranks
+    it once rather than once per record: ranking is a pass over the whole publication."""
     input_check(item)
     if not records:
         raise IngestError(item.location, [(1, "no records in the file (only a header?)")])
@@ -251,6 +257,7 @@ def ingest_records(
             records=records,
             progress=progress,
             resolver=resolver,
+            unranked=unranked,
         )
         report.location = item.location
         statistics_refresh(created=report.created)
@@ -399,6 +406,7 @@ def records_write(
     records: list[Record],
     progress: Progress | None = None,
     resolver: Resolver | None = None,
+    unranked: set[int] | None = None,
 ) -> IngestReport:
     """Write records of one publication: documents, groups, new runs and revisions, ranks.
 
@@ -410,7 +418,8 @@ def records_write(
        stream the new rows in (digesting new records on the way: the database indexes one
        row while the next is built).
     5. Re-rank each touched publication in the database, the authority on ranks and sizes; it
-       rewrites only the rows whose rank or size changed (none, for a new suite run).
+       rewrites only the rows whose rank or size changed (none, for a new suite run). With
+       `unranked`, the publications go into that set for the caller to rank instead.
     """
     resolver = resolver or Resolver()
     rows = _prepare(source, publication, records, progress or (lambda it: it), resolver)
@@ -435,8 +444,12 @@ def records_write(
         _copy_runs(values)
     else:
         Run.objects.bulk_create((Run(**v) for _, v in values), batch_size=1000)
-    for pk in sorted({publication.pk, *changes.reranked}):
-        rank_publication(Publication(pk=pk))
+    touched = {publication.pk, *changes.reranked}
+    if unranked is not None:
+        unranked.update(touched)  # ingest_records' caller ranks them
+    else:
+        for pk in sorted(touched):
+            rank_publication(Publication(pk=pk))
     _date_publication(publication, records)
     return report
 

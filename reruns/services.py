@@ -42,6 +42,7 @@ from runs.evidence import (
     evidence_apply,
     evidence_withdraw,
     outcome_decide,
+    run_fidelity,
 )
 from runs.models import Evidence, Publication, Run
 from runs.reference import catalogue, plausibility
@@ -710,25 +711,33 @@ def _check_worst(payload: dict) -> float | None:
 
 def rejudge_candidates() -> list[int]:
     """The runs a rule change can move: those with a recorded verdict from a result whose
-    check failed (the runner's criterion, judged by upstream's tolerance), and those at
+    check failed (the runner's criterion, judged by upstream's tolerance), those at
     `reproduced` or `not-reproduced` (the fidelity rule can withhold a timing or memory
-    verdict). run_rejudge skips a run already re-judged by this rule."""
+    verdict), and those the fidelity rule left `checked` (a newer fidelity table can give
+    them their verdict). run_rejudge skips a run already re-judged by this rule and table."""
     recorded = ResultReceipt.objects.filter(evidence_event__isnull=False)
     failed = recorded.filter(payload__correctness__passed=False)
     settled = recorded.filter(job__run__evidence__in=(Evidence.REPRODUCED, Evidence.NOT_REPRODUCED))
+    withheld = recorded.filter(
+        job__run__evidence=Evidence.CHECKED, job__run__evidence_events__facts__has_key="fidelity"
+    )
     return sorted(
         set(failed.values_list("job__run_id", flat=True))
         | set(settled.values_list("job__run_id", flat=True))
+        | set(withheld.values_list("job__run_id", flat=True))
     )
 
 
 def _rejudged_by_this_rule(run: Run) -> bool:
+    """The newest event is a re-judgement by this rule, gated (where it was) on the fidelity
+    row the committed table holds now: a table committed since replays the run."""
     newest = run.evidence_events.order_by("-created_at", "-id").first()
-    return (
-        newest is not None
-        and newest.cause.startswith("rejudge:")
-        and (newest.facts or {}).get("ruleVersion") == RULE_VERSION
-    )
+    if newest is None or not newest.cause.startswith("rejudge:"):
+        return False
+    facts = newest.facts or {}
+    if facts.get("ruleVersion") != RULE_VERSION:
+        return False
+    return "fidelity" not in facts or facts["fidelity"] == run_fidelity(run).facts()
 
 
 def run_rejudge(*, run: Run) -> str:

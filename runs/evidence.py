@@ -287,6 +287,18 @@ def _earlier_harness(run: Run, measurement: dict, implementation: dict | None) -
     return ""
 
 
+def run_fidelity(run: Run) -> fidelity.Fidelity:
+    """The fidelity table's row for the run's kernel, provider, pass and metric, as committed
+    now (an event's facts keep the row its verdict was gated on)."""
+    return fidelity.fidelity_of(
+        source_slug=run.source.slug,
+        kernel=run.benchmark.slug,
+        provider=run.implementation.provider_key,
+        timed_pass=run.timed_pass,
+        metric=run.metric,
+    )
+
+
 def _fidelity_gate(
     run: Run, measurement: dict, implementation: dict | None, outcome: Outcome
 ) -> Outcome:
@@ -295,13 +307,7 @@ def _fidelity_gate(
     and a peak memory only as upstream's _test_memory reads it."""
     if outcome.level not in (Evidence.REPRODUCED, Evidence.NOT_REPRODUCED):
         return outcome
-    found = fidelity.fidelity_of(
-        source_slug=run.source.slug,
-        kernel=run.benchmark.slug,
-        provider=run.implementation.provider_key,
-        timed_pass=run.timed_pass,
-        metric=run.metric,
-    )
+    found = run_fidelity(run)
     facts = {**outcome.facts, "fidelity": found.facts()}
     withheld = {"level": outcome.level, "why": facts.get("why", "")}
     earlier = _earlier_harness(run, measurement, implementation)

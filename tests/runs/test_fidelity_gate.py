@@ -239,6 +239,26 @@ def test_a_run_rejudged_by_an_older_rule_is_replayed(db, keys, monkeypatch):
     assert run_rejudge(run=run) == Evidence.CHECKED
 
 
+def test_a_table_that_establishes_a_withheld_row_gives_the_run_its_verdict(db, keys, monkeypatch):
+    """A fidelity table committed after a run was left `checked` reaches it through
+    re-judging, and only then: the same table twice replays nothing."""
+    run = _record_memory(
+        ci_run("geglu", "liger", "full", "memory"), "upstream-resident", monkeypatch
+    )
+    row = {"reason": "beside the script", "url": "/sources/liger-kernel-ci/fidelity/"}
+    monkeypatch.setattr(
+        fidelity, "fidelity_of", lambda **_: fidelity.Fidelity(fidelity.NOT_MEASURED, **row)
+    )
+    assert run_rejudge(run=run) == Evidence.CHECKED
+    assert run.pk in rejudge_candidates()
+    assert run_rejudge(run=run) == "skipped"
+    monkeypatch.setattr(
+        fidelity, "fidelity_of", lambda **_: fidelity.Fidelity(fidelity.ESTABLISHED, **row)
+    )
+    assert run_rejudge(run=run) == Evidence.REPRODUCED
+    assert run_rejudge(run=run) == "skipped"
+
+
 def test_the_committed_table_is_what_compare_py_gives():
     """No figure in data/fidelity is typed by hand: compare.py recomputes it from the
     outputs under bench/fidelity."""

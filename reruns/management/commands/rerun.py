@@ -79,9 +79,10 @@ class Command(BaseCommand):
         demo.add_argument("folder")
         sub.add_parser(
             "rejudge",
-            help="re-judge every run with a recorded result whose check failed, or at "
-            "reproduced or not-reproduced, by the rule as it stands (upstream's own test "
-            "tolerance, the fidelity table), from the signed figures",
+            help="re-judge every run with a recorded result whose check failed, at "
+            "reproduced or not-reproduced, or left checked by the fidelity table, by the rule "
+            "and table as they stand (upstream's own test tolerance, the fidelity table), "
+            "from the signed figures",
         )
 
     def handle(self, *args, action: str, **options):

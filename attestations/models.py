@@ -1,7 +1,7 @@
 """Community data: reproductions and notes on runs, issue reports, moderation, API tokens.
 
 Nothing here points at a run's evidence level: attestations and reports sit beside a run and
-never write to it (see runs.models.Run.evidence and tests/community/test_evidence_rule.py).
+never write to it (see runs.models.Run.evidence and tests/attestations/test_evidence_rule.py).
 """
 
 from __future__ import annotations

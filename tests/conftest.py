@@ -148,6 +148,15 @@ def charlie(db):
 
 
 @pytest.fixture
+def run(db):
+    """One synthetic run with its quantiles: the page the attestation tests write on and the CSP
+    test reads (tests/attestations, tests/kilib/test_csp.py)."""
+    from tests.factories import RunFactory
+
+    return RunFactory(median=385_536, p20=384_685, p80=386_240)
+
+
+@pytest.fixture
 def liger_bench(db):
     """The real Liger benchmark CSV, ingested."""
     from runs.sources.pipeline import ingest

@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from tests.factories import RunFactory
 from tests.factories_community import make_staff, verify_email
 
 
@@ -16,16 +15,11 @@ def _fresh_cache(settings, request):
         **settings.CACHES,
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-            "LOCATION": f"community-{request.node.nodeid}",
+            "LOCATION": f"attestations-{request.node.nodeid}",
         },
     }
     yield
     cache.clear()
-
-
-@pytest.fixture
-def run(db):
-    return RunFactory(median=385_536, p20=384_685, p80=386_240)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The run page's "Replications and notes" section (runs/_attestations.html)."""
+"""The run page's "Replications and notes" section (attestations/_run_section.html)."""
 
 from __future__ import annotations
 

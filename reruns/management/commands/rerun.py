@@ -62,6 +62,31 @@ def _job(job_ref: str) -> RerunJob:
     return job
 
 
+def _demo_folder(root: Path) -> tuple[dict, dict, dict]:
+    """A batch folder's key, its jobs and its primary results, each by job id."""
+    key_file = root / "worker-key.json"
+    if not key_file.exists():
+        raise CommandError(f"{key_file}: missing (the demo key: keyId and secret)")
+    key_doc = _read_json(str(key_file))
+    if not isinstance(key_doc.get("keyId"), str) or not isinstance(key_doc.get("secret"), str):
+        raise CommandError(f"{key_file}: needs string fields keyId and secret")
+    keys = {key_doc["keyId"]: parse_key(key_doc["secret"])}
+    jobs, results = {}, {}
+    # Jobs and primary results only: a batch folder may also keep repeated runs of the
+    # same jobs (for their spread) under repeats/, which are data, not results to record.
+    candidates = [*root.glob("*.json"), *root.glob("jobs/*.json"), *root.glob("results/*.json")]
+    for path in sorted(candidates):
+        if path == key_file:
+            continue
+        doc = _read_json(str(path))
+        if doc.get("kind") == "RerunJob":
+            jobs[str((doc.get("job") or {}).get("id"))] = (path, doc)
+        elif doc.get("kind") == "RerunResult":
+            job_id = str(((doc.get("payload") or {}).get("job") or {}).get("id"))
+            results[job_id] = (path, doc)
+    return keys, jobs, results
+
+
 class Command(BaseCommand):
     help = "Order, export, import and load controlled reruns (offline GPU hosts, demo data)."
 
@@ -151,26 +176,7 @@ class Command(BaseCommand):
         load").
         """
         root = Path(folder)
-        key_file = root / "worker-key.json"
-        if not key_file.exists():
-            raise CommandError(f"{key_file}: missing (the demo key: keyId and secret)")
-        key_doc = _read_json(str(key_file))
-        if not isinstance(key_doc.get("keyId"), str) or not isinstance(key_doc.get("secret"), str):
-            raise CommandError(f"{key_file}: needs string fields keyId and secret")
-        keys = {key_doc["keyId"]: parse_key(key_doc["secret"])}
-        jobs, results = {}, {}
-        # Jobs and primary results only: a batch folder may also keep repeated runs of the
-        # same jobs (for their spread) under repeats/, which are data, not results to record.
-        candidates = [*root.glob("*.json"), *root.glob("jobs/*.json"), *root.glob("results/*.json")]
-        for path in sorted(candidates):
-            if path == key_file:
-                continue
-            doc = _read_json(str(path))
-            if doc.get("kind") == "RerunJob":
-                jobs[str((doc.get("job") or {}).get("id"))] = (path, doc)
-            elif doc.get("kind") == "RerunResult":
-                job_id = str(((doc.get("payload") or {}).get("job") or {}).get("id"))
-                results[job_id] = (path, doc)
+        keys, jobs, results = _demo_folder(root)
         recorded = skipped = 0
         recorder = ResultRecorder(via="demo", keys=keys, rank_later=True)
         stop = None

@@ -58,7 +58,9 @@ def test_server_records_what_the_runner_signs(db) -> None:
     from reruns import services, signing
 
     assert services.sign is sign
-    assert services.sha256_digest is canonical.sha256_digest
+    # The digest of a payload is made from its canonical bytes, both the runner's functions.
+    assert services.canonicalize is canonical.canonicalize
+    assert services.digest_bytes is canonical.digest_bytes
     assert signing.parse_key is sign.parse_key
 
 

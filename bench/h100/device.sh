@@ -49,6 +49,11 @@ if [ -d "$up/src" ] && [ ! -d "$up/src/liger_kernel-0.7.0.dist-info" ]; then
   printf 'Metadata-Version: 2.1\nName: liger_kernel\nVersion: 0.7.0\n' > "$up/src/liger_kernel-0.7.0.dist-info/METADATA"
 fi
 
+# Captures that tainted a process in an earlier call (.whl/capture-refused.txt, the union of the
+# batch's logs/*-capture-refused.txt) are profiled from the first job instead of costing a
+# fresh process each.
+refused=""; [ -s .whl/capture-refused.txt ] && refused=.whl/capture-refused.txt
+
 for phase in "$@"; do
   left=$(( deadline - ($(date +%s) - t0) ))
   if [ "$left" -lt 25 ]; then say "$phase: not started (${left}s left)"; continue; fi
@@ -73,7 +78,8 @@ for phase in "$@"; do
       s=$(date +%s); before=$(ls "$W/results" | wc -l)
       say "batch $group: start, repeats $reps, budget ${left}s"
       bench/h200/run.sh --jobs ".whl/h100-jobs/$group" --key-file .whl/worker.env \
-        --repeats "$reps" --budget "$left" --work "$W" --out "$keep/run-$group" >> "$log" 2>&1
+        --repeats "$reps" --budget "$left" --work "$W" --out "$keep/run-$group" \
+        ${refused:+--refused "$refused"} >> "$log" 2>&1
       say "batch $group: rc=$? wall_s=$(( $(date +%s) - s )) results $before -> $(ls "$W/results" | wc -l)"
       cp "$keep/run-$group/run.log" "$W/logs/$call-run-$group.log" 2>/dev/null ;;
     *) say "unknown phase $phase" ;;

@@ -5,8 +5,10 @@ excursions it must call what they are."""
 from __future__ import annotations
 
 import importlib.util
+import statistics
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -145,3 +147,54 @@ def test_a_noisy_cells_lasting_step_is_found(liger_ci):
     assert [(folders[seqs[c.index]], c.kind, c.direction) for c in verdict.changes] == [
         ("33924d2", detect.STEP, detect.REGRESSION)
     ]
+
+
+def test_a_step_dated_after_otavas_outlier_counts_as_found(bench, liger_ci):
+    """Issue 44's (a) as bench/changes.py counts it: otava starts the new level of rms_norm,
+    Liger, forward, hidden 1024 at 4444fdf, where the whole suite was an outlier (ten times
+    this cell's level); the index dates the step at the level's first point, 7656bcb. Found,
+    within one publication and the same way, as (b) confirms a step; not found the other
+    way."""
+    folders, cells = liger_ci
+    cell = _cell(cells, "rms_norm", "forward", "latency", "liger", "M2048-eps1e-06-hidden1024")
+    values, seqs = list(cells[cell].values()), list(cells[cell])
+    steps = {
+        (c.index, c.direction)
+        for c in detect.detect(values, metric="latency").changes
+        if c.kind == detect.STEP
+    }
+    (point,) = [p for p in bench.otava_points(values) if folders[seqs[p.index]] == "4444fdf"]
+    shift = point.stats.forward_rel_change()
+    assert shift > 0.10
+    assert {folders[seqs[j]] for j, _ in steps} == {"7656bcb"}
+    assert bench._found(point.index, shift, steps)
+    assert not bench._found(point.index, -shift, steps)
+
+
+# Three points at the cell's level, four where the host ran it 20 % faster, then the level
+# again: otava's old segment holds the fast phase, so its median is the phase's.
+BEFORE_PHASE = [1.20, 1.22, 1.19, 0.96, 0.95, 0.97, 0.96]
+AFTER_PHASE = [1.23, 1.21, 1.24, 1.22, 1.23, 1.25, 1.22, 1.24]
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected"),
+    [
+        (True, "the end of a phase of the host"),
+        (False, "within the cell's own spread (judged cell)"),
+    ],
+)
+def test_a_change_at_the_end_of_a_phase_of_the_host_is_classed_so(bench, phase, expected):
+    """A change of +27 % against otava's old segment is +2.5 % against the points before it
+    without the publications where the host moved: the end of the host's phase, not a
+    change of the cell. Without those publications marked it is the cell's own spread."""
+    values = BEFORE_PHASE + AFTER_PHASE
+    p = SimpleNamespace(index=7, stats=SimpleNamespace(forward_rel_change=lambda: 0.27))
+    off_host = [True] * len(values)
+    off_phases = [not (phase and 3 <= j <= 6) for j in range(len(values))]
+    cls, old, new = bench._miss_class(
+        values, detect.Verdict(detect.JUDGED), p, (0, len(values)), None, off_host, off_phases
+    )
+    assert cls == expected
+    if phase:
+        assert (old, new) == (1.20, statistics.median(AFTER_PHASE))

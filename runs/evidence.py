@@ -8,7 +8,8 @@ other writer, and tries the admin.
 
 The rule, given a verified controlled result for a run (docs/evidence.md has the table):
 1. Its correctness check failed (the runner's float64 criterion): judged by the tolerance
-   upstream's own test sets for the kernel and dtype at the row's commit
+   upstream's own test sets for the kernel and dtype at the row's commit, allowing the cell's
+   reference implementation its own float64 error where a rerun of it recorded one
    (runs/evidence_correctness.py). Outside it: `incorrect`; within it: the check does not stop
    the verdict, and the rules below apply; where the recorded errors cannot tell, `NoVerdict`.
    Where upstream has no test for the kernel and dtype, the runner's own criterion stands:
@@ -100,7 +101,7 @@ HOST_DOMINATED_FACTOR = 3.0
 MEMORY_PROTOCOL = "upstream-resident"
 # Written into every event's facts: re-judging (reruns.services.run_rejudge) replays a run
 # whose newest re-judged event was decided by an older rule.
-RULE_VERSION = "2026-12-05 fidelity"
+RULE_VERSION = "2026-12-06 reference error"
 
 # Result units -> the run's integer units (ns, bytes).
 UNIT_SCALE = {"ms": 1e6, "us": 1e3, "ns": 1.0, "MiB": 2**20, "B": 1.0}
@@ -344,7 +345,9 @@ def _upstream_check(
     tolerance = evidence_correctness.upstream_tolerance(run.benchmark.slug, dtype, commit)
     if tolerance is None:
         return None
-    return evidence_correctness.judge(checks, tolerance)
+    found = EvidenceEvent.objects.reference_errors(run)
+    reference = evidence_correctness.Reference(*found) if found is not None else None
+    return evidence_correctness.judge(checks, tolerance, reference, dtype)
 
 
 def _check_failed(run: Run, worst: float | None, facts: dict) -> Outcome:

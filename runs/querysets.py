@@ -506,6 +506,40 @@ class EvidenceEventQuerySet(AppendOnlyQuerySet):
             .first()
         )
 
+    def reference_errors(self, run) -> tuple[dict, tuple[str, ...]] | None:
+        """The float64 errors the cell's reference implementations (its providers that are not
+        Liger's: torch, Transformers) reached in their newest reruns, per tensor the largest
+        over them, and those providers; None where none of them has a recorded accuracy
+        (runs.evidence_correctness: upstream's test compares the kernel with them)."""
+        rows = (
+            self.filter(
+                run__is_current=True,
+                run__publication_id=run.publication_id,
+                run__environment_id=run.environment_id,
+                run__benchmark_id=run.benchmark_id,
+                run__workload_id=run.workload_id,
+                run__timed_pass=run.timed_pass,
+                facts__has_key="accuracy",
+            )
+            .exclude(run__implementation__provider_key__startswith="liger")
+            .exclude(run_id=run.pk)
+            .order_by("run_id", "-created_at", "-id")
+            .values_list("run_id", "run__implementation__provider_key", "facts__accuracy")
+        )
+        errors: dict = {}
+        providers, seen = set(), set()
+        for run_id, provider, accuracy in rows:
+            if run_id in seen:
+                continue  # an older rerun of a run already read
+            seen.add(run_id)
+            providers.add(provider)
+            for entry in accuracy or []:
+                err = entry.get("maxAbsErr") if isinstance(entry, dict) else None
+                if isinstance(err, int | float) and err == err and err != float("inf"):
+                    name = str(entry.get("name"))
+                    errors[name] = max(errors.get(name, 0.0), float(err))
+        return (errors, tuple(sorted(providers))) if providers else None
+
     def host_dominated_factors(self, run_ids) -> dict[int, float]:
         """{run id: factor} for runs whose newest such event found the published median a
         multiple of the GPU's device time (runs.evidence, "The source's host")."""

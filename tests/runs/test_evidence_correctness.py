@@ -130,9 +130,9 @@ def fna_run(db):
                       benchmark=BenchmarkFactory(slug=FNA))  # fmt: skip
 
 
-def decide(run, checks, *, passed=False):
+def decide(run, checks, *, passed=False, dtype="fp32"):
     return outcome_decide(run=run, correctness_passed=passed, device="cpu", gpu_product=None,
-                          measurement={}, checks=checks, dtype="fp32", check_worst=20.0)  # fmt: skip
+                          measurement={}, checks=checks, dtype=dtype, check_worst=20.0)  # fmt: skip
 
 
 def test_outside_upstreams_tolerance_is_incorrect_and_says_where_the_tolerance_comes_from(fna_run):
@@ -156,6 +156,70 @@ def test_within_upstreams_tolerance_the_check_does_not_stop_the_verdict(fna_run)
 def test_undecided_is_no_verdict(fna_run):
     with pytest.raises(NoVerdict, match="cannot tell"):
         decide(fna_run, [check(0.035, 47.0, scale=13.8, worst=6.98)])
+
+
+def test_the_reference_implementations_own_error_is_allowed_for():
+    """Upstream's test compares with its reference in the same dtype: an error the reference
+    itself reaches on the cell is not the kernel's fault; one beyond it by more than the
+    bound is."""
+    entry = check(0.3, 50.0)  # outside against float64 (test_tensor_state)
+    assert ec.tensor_state(entry, 5e-3, 5e-3, slack=1e-5) == "outside"
+    assert ec.tensor_state(entry, 5e-3, 5e-3, slack=0.29) != "outside"
+    zero = check(0.113, 0.0)  # a gradient that is exactly 0 (FNA's k bias), bf16's bound
+    assert ec.tensor_state(zero, 5e-2, 5e-2, slack=0.0527) == "outside"  # 0.060 > 0.0526
+    assert ec.tensor_state(zero, 5e-2, 5e-2, slack=0.07) != "outside"  # 0.043 < 0.0535
+    bands = check(0.035, 47.0, errorByRef=[[0.1, 0.2, 0.03], [10.0, 47.0, 0.035]])
+    assert ec.tensor_state(bands, 5e-3, 5e-3, slack=0.0) == "outside"
+    assert ec.tensor_state(bands, 5e-3, 5e-3, slack=0.03) != "outside"
+
+
+def test_a_low_precision_output_without_its_references_error_is_undecided():
+    tolerance = ec.upstream_tolerance(FNA, "bf16", "02bac05")
+    judged = ec.judge([check(0.113, 0.0, name="grad_k_proj.bias")], tolerance, None, "bf16")
+    assert judged.state == "undecided"
+    assert "reference implementation's own error on this cell is not measured" in judged.why()
+    # fp32: the reference's rounding is far under any tolerance upstream sets for it.
+    fp32 = ec.upstream_tolerance(FNA, "fp32", "02bac05")
+    assert ec.judge([check(0.3, 50.0)], fp32, None, "fp32").state == "outside"
+    known = ec.Reference({"grad_k_proj.bias": 0.0527}, ("torch",))
+    judged = ec.judge([check(0.113, 0.0, name="grad_k_proj.bias")], tolerance, known, "bf16")
+    assert judged.state == "outside" and judged.facts()["reference"] == ["torch"]
+
+
+def _reference_rerun(run, provider, errors):
+    """A rerun of the cell's `provider` that recorded `errors` (tensor -> largest error)."""
+    twin = RunFactory(source=run.source, publication=run.publication, benchmark=run.benchmark,
+                      workload=run.workload, environment=run.environment, provider=provider,
+                      timed_pass=run.timed_pass)  # fmt: skip
+    accuracy = [{"name": n, "maxAbsErr": e, "maxRelErr": None} for n, e in errors.items()]
+    EvidenceEvent.objects.create(run=twin, from_level=Evidence.REPORTED, to_level=Evidence.CHECKED,
+                                 outcome=Evidence.CHECKED, cause="test", facts={"accuracy": accuracy})  # fmt: skip
+    return twin
+
+
+def test_the_rule_reads_the_references_newest_rerun_on_the_same_cell(fna_run):
+    liger = RunFactory(source=fna_run.source, publication=fna_run.publication,
+                       benchmark=fna_run.benchmark, workload=fna_run.workload,
+                       environment=fna_run.environment, provider="liger")  # fmt: skip
+    bias = [check(0.113, 0.0, name="grad_k_proj.bias")]
+    with pytest.raises(NoVerdict, match="not measured"):
+        decide(liger, bias, dtype="bf16")
+    # Another cell's reference (another pass) is not this cell's.
+    other = _reference_rerun(liger, "torch", {"grad_k_proj.bias": 0.2})
+    other.timed_pass = "backward"
+    other.save()
+    with pytest.raises(NoVerdict, match="not measured"):
+        decide(liger, bias, dtype="bf16")
+    _reference_rerun(liger, "torch", {"grad_k_proj.bias": 0.0527})
+    out = decide(liger, bias, dtype="bf16")
+    assert out.level == Evidence.INCORRECT
+    assert "allowing torch's own error on this cell" in out.facts["why"]
+    assert "max error 0.113 (the reference's own 0.0527)" in out.facts["why"]
+    # The reference as inaccurate as the kernel: not the kernel's fault.
+    _reference_rerun(liger, "torch_compile", {"grad_k_proj.bias": 0.1})
+    out = decide(liger, bias, dtype="bf16")
+    assert out.level == Evidence.CHECKED and out.facts["upstreamCheck"]["state"] == "within"
+    assert out.facts["upstreamCheck"]["reference"] == ["torch", "torch_compile"]
 
 
 def test_without_an_upstream_test_the_runners_own_criterion_stands(fna_run):

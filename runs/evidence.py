@@ -297,6 +297,7 @@ def run_fidelity(run: Run) -> fidelity.Fidelity:
         provider=run.implementation.provider_key,
         timed_pass=run.timed_pass,
         metric=run.metric,
+        commit=run.publication.upstream_commit if run.publication_id else None,
     )
 
 

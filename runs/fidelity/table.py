@@ -68,11 +68,33 @@ def page_url(source_slug: str, row_anchor: str = "") -> str:
     return f"{url}#{row_anchor}" if row_anchor else url
 
 
+@lru_cache(maxsize=16)
+def script_changes(source_slug: str) -> dict:
+    """{kernel: {"script", "why"}} of the kernels whose upstream script measures otherwise at
+    one of the source's commits than at another (data/fidelity/script-changes/<source>.json)."""
+    files = {p.stem: p for p in (FIDELITY_DIR / "script-changes").glob("*.json")}
+    if source_slug not in files:
+        return {}
+    return json.loads(files[source_slug].read_text())["kernels"]
+
+
+def _same_commit(a: str, b: str) -> bool:
+    return a.startswith(b) or b.startswith(a)  # either hash may be the longer
+
+
 def fidelity_of(
-    *, source_slug: str, kernel: str, provider: str, timed_pass: str, metric: str
+    *,
+    source_slug: str,
+    kernel: str,
+    provider: str,
+    timed_pass: str,
+    metric: str,
+    commit: str | None = None,
 ) -> Fidelity:
     """The table's row for the cell's kernel, provider, pass and metric; not measured where
-    the source has no table or the table no row."""
+    the source has no table or the table no row, or where the row was measured beside the
+    script at other commits than the run's `commit` and the kernel's script measures
+    otherwise at the run's (script_changes)."""
     row_anchor = anchor(kernel, timed_pass, metric, provider)
     row = _rows_by_key(source_slug).get((kernel, provider, timed_pass, metric))
     if row is None:
@@ -81,6 +103,17 @@ def fidelity_of(
             "the runner has not been run beside the source's own benchmark script for this "
             "kernel, provider, pass and metric",
             page_url(source_slug),
+        )
+    measured_at = row.get("upstreamCommits") or [table(source_slug).get("upstreamCommit", "")]
+    changed = script_changes(source_slug).get(kernel)
+    if commit and changed and not any(_same_commit(commit, c) for c in measured_at if c):
+        return Fidelity(
+            NOT_MEASURED,
+            f"the runner was compared with upstream's script at {', '.join(measured_at)} only, "
+            f"and {changed['script']} measures otherwise at {commit[:7]}: {changed['why']}",
+            page_url(source_slug, row_anchor),
+            row.get("gpu", ""),
+            row.get("date", ""),
         )
     return Fidelity(
         row["status"],

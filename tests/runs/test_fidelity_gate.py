@@ -15,7 +15,7 @@ from runs import evidence
 from runs.evidence import outcome_decide
 from runs.fidelity import table as fidelity
 from runs.models import Evidence, EvidenceEvent
-from tests.factories import BenchmarkFactory, RunFactory, SourceFactory
+from tests.factories import BenchmarkFactory, PublicationFactory, RunFactory, SourceFactory
 from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
 pytestmark = pytest.mark.fidelity_gate
@@ -116,6 +116,43 @@ def test_dyt_torch_compile_needs_the_runner_that_compiles_as_the_script(db):
     assert before.facts["withheld"]["level"] == Evidence.REPRODUCED
     note = "compiled, as in the script's process (one of the first 8 cells it met)"
     assert decide(run, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
+
+
+def at_commit(commit: str) -> dict:
+    source = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI")
+    return {"publication": PublicationFactory(source=source, slug=commit, upstream_commit=commit)}
+
+
+def test_a_row_measured_at_another_commit_carries_only_where_the_script_measures_alike(db):
+    """DyT's rows were measured beside benchmark_dyt.py at 02bac05, which Liger-Kernel rewrote
+    by ab7fe2a (data/fidelity/script-changes/): they establish nothing for an ab7fe2a row. A
+    kernel whose script measures alike at both commits carries its row either way."""
+    note = "compiled, as in the script's process (one of the first 8 cells it met)"
+    old = ci_run("dyt_beta=False", "torch_compile", "forward", "latency", **at_commit("02bac05"))
+    assert decide(old, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
+    new = ci_run("dyt_beta=False", "torch_compile", "forward", "latency",
+                 **at_commit("ab7fe2ad" + "0" * 32))  # fmt: skip
+    out = decide(new, device_bound(0.385536), {"notes": [note]})
+    assert out.level == Evidence.CHECKED
+    assert out.facts["withheld"]["level"] == Evidence.REPRODUCED
+    assert out.facts["fidelity"]["status"] == fidelity.NOT_MEASURED
+    reason = out.facts["fidelity"]["reason"]
+    assert "compared with upstream's script at 02bac05 only" in reason
+    assert "benchmark/scripts/benchmark_dyt.py measures otherwise at ab7fe2a" in reason
+    assert out.facts["fidelity"]["url"].endswith("#dyt_beta-false-forward-latency-torch_compile")
+    # kl_div's row, measured at ab7fe2a only: its script is the same at 02bac05.
+    kl_div = ci_run("kl_div", "torch", "forward", "latency", **at_commit("02bac05"))
+    assert decide(kl_div, device_bound(0.385536)).level == Evidence.REPRODUCED
+    # geglu's row measured at ab7fe2a, for a row of 02bac05 (before the rewrite): none.
+    geglu = ci_run("geglu", "liger", "forward", "latency", **at_commit("02bac05"))
+    assert decide(geglu, device_bound(0.385536)).level == Evidence.CHECKED
+
+
+def test_every_script_change_names_a_kernel_of_the_table():
+    changes = fidelity.script_changes("liger-kernel-ci")
+    kernels = {r["kernel"] for r in TABLE_ROWS}
+    assert changes and set(changes) <= kernels
+    assert all(c["script"].startswith("benchmark/scripts/benchmark_") for c in changes.values())
 
 
 def test_a_kernel_not_measured_is_checked_and_says_so(db):

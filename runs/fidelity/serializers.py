@@ -27,6 +27,11 @@ class FidelityRowSerializer(serializers.Serializer):
     gpu = serializers.CharField(required=False, help_text="the GPU product both ran on")
     date = serializers.CharField(required=False)
     calls = serializers.ListField(child=serializers.CharField(), required=False)
+    upstream_commits = serializers.ListField(
+        source="upstreamCommits",
+        child=serializers.CharField(),
+        help_text="the upstream commits of the script it was measured beside",
+    )
     device_bound = RatioSerializer(
         source="deviceBound", required=False, allow_null=True, help_text="device-bound latency"
     )
@@ -45,3 +50,12 @@ class FidelityTableSerializer(serializers.Serializer):
     host = serializers.CharField(required=False)
     criteria = serializers.DictField(child=serializers.CharField(), required=False)
     rows = FidelityRowSerializer(many=True)
+    script_changes = serializers.DictField(
+        source="scriptChanges",
+        child=serializers.DictField(child=serializers.CharField()),
+        required=False,
+        help_text=(
+            "kernel -> {script, why}: scripts that measure otherwise at one upstream commit "
+            "than at another; a row measured at the other commit only is not measured for a run"
+        ),
+    )

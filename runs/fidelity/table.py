@@ -78,6 +78,15 @@ def script_changes(source_slug: str) -> dict:
     return json.loads(files[source_slug].read_text())["kernels"]
 
 
+def measured_at(source_slug: str, row: dict) -> list[str]:
+    """The upstream commits of the script a row was measured beside: its own list, else the
+    table's commit (rows written before tables held two); none for a row not measured."""
+    if row["status"] == NOT_MEASURED:
+        return []
+    commit = (table(source_slug) or {}).get("upstreamCommit", "")
+    return row.get("upstreamCommits") or ([commit] if commit else [])
+
+
 def _same_commit(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)  # either hash may be the longer
 
@@ -104,12 +113,12 @@ def fidelity_of(
             "kernel, provider, pass and metric",
             page_url(source_slug),
         )
-    measured_at = row.get("upstreamCommits") or [table(source_slug).get("upstreamCommit", "")]
+    commits = measured_at(source_slug, row)
     changed = script_changes(source_slug).get(kernel)
-    if commit and changed and not any(_same_commit(commit, c) for c in measured_at if c):
+    if commit and commits and changed and not any(_same_commit(commit, c) for c in commits):
         return Fidelity(
             NOT_MEASURED,
-            f"the runner was compared with upstream's script at {', '.join(measured_at)} only, "
+            f"the runner was compared with upstream's script at {', '.join(commits)} only, "
             f"and {changed['script']} measures otherwise at {commit[:7]}: {changed['why']}",
             page_url(source_slug, row_anchor),
             row.get("gpu", ""),

@@ -28,8 +28,16 @@ def _table(source: Source) -> dict:
     data = fidelity.table(source.slug)
     if data is None:
         return {"source": source.slug, "measured": False, "rows": []}
-    rows = [{**r, "url": fidelity.page_url(source.slug, r["anchor"])} for r in data["rows"]]
-    return {**data, "measured": True, "rows": rows}
+    rows = [
+        {
+            **r,
+            "url": fidelity.page_url(source.slug, r["anchor"]),
+            "upstreamCommits": fidelity.measured_at(source.slug, r),
+        }
+        for r in data["rows"]
+    ]
+    changes = fidelity.script_changes(source.slug)
+    return {**data, "measured": True, "rows": rows, "scriptChanges": changes}
 
 
 def _counts(rows: list[dict]) -> dict[str, int]:

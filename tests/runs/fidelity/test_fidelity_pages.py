@@ -85,3 +85,20 @@ def test_the_page_and_api_ask_a_fixed_few_queries(ci, client, settings):
     for url in ("/sources/{}/fidelity/", "/api/v1/sources/{}/fidelity/"):
         counts = {queries(client, url.format(s)) for s in ("liger-kernel-ci", "liger-kernel-bench")}
         assert len(counts) == 1 and counts.pop() <= 3, url
+
+
+def test_the_page_and_api_say_which_commit_each_row_was_measured_at(db, client):
+    """A row says the upstream commits of the script it was measured beside, and the page
+    lists the scripts whose rows do not carry to another commit (data/fidelity/script-changes)."""
+    from tests.factories import SourceFactory
+
+    SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI")
+    page = client.get("/sources/liger-kernel-ci/fidelity/").content.decode()
+    assert "<code>benchmark/scripts/benchmark_dyt.py</code>, rewritten at c2f4c020" in page
+    data = client.get("/api/v1/sources/liger-kernel-ci/fidelity/").json()
+    by_key = {(r["kernel"], r["provider"], r["timed_pass"], r["metric"]): r for r in data["rows"]}
+    assert by_key[("dyt_beta=False", "torch", "full", "memory")]["upstream_commits"] == ["02bac05"]
+    assert by_key[("kl_div", "torch", "forward", "latency")]["upstream_commits"] == ["ab7fe2a"]
+    assert set(data["script_changes"]) == {"dyt_beta=False", "dyt_beta=True", "geglu", "swiglu"}
+    not_measured = [r for r in data["rows"] if r["status"] == "not-measured"]
+    assert not_measured and all(r["upstream_commits"] == [] for r in not_measured)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from tests.factories_community import make_staff, verify_email
+from tests.factories_attestations import make_staff, verify_email
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.core.management import call_command
 
-from tests.factories_community import make_staff, totp_code, verify_email
+from tests.factories_attestations import make_staff, totp_code, verify_email
 
 SIGNUP = {
     "email": "dana@example.org",

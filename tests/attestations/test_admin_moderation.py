@@ -8,7 +8,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 
 from attestations.models import Attestation, ModerationEvent, PosterBan, Report
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory, ReportFactory, login_staff
+from tests.factories_attestations import AttestationFactory, ReportFactory, login_staff
 
 CHANGELIST = "/admin/attestations/attestation/"
 
@@ -193,7 +193,7 @@ def test_non_staff_cannot_enter_admin(client, owner):
 
 
 def test_staff_without_totp_gets_no_admin_and_cannot_enrol_from_the_web(client, db):
-    from tests.factories_community import make_staff
+    from tests.factories_attestations import make_staff
 
     staff = make_staff("newstaff", totp=False)
     client.force_login(staff)

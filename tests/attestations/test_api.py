@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from attestations import services
 from attestations.models import Attestation, Report
-from tests.factories_community import AttestationFactory
+from tests.factories_attestations import AttestationFactory
 
 BODY = {
     "kind": "reproduction",

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 
 from attestations import services
 from attestations.models import Attestation
-from tests.factories_community import AttestationFactory
+from tests.factories_attestations import AttestationFactory
 
 
 def _api(user) -> APIClient:

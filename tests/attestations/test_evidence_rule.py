@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from attestations import services
 from runs.models import Evidence, Run
-from tests.factories_community import AttestationFactory, ReportFactory, login_staff
+from tests.factories_attestations import AttestationFactory, ReportFactory, login_staff
 
 
 def _evidence(run) -> str:

@@ -344,7 +344,7 @@ def test_benchmark_page_counts_measured_reproductions_per_gpu_product(
 
 
 def test_moderators_see_the_files_diagnostics_in_the_admin(ci_runs, owner, staff, client):
-    from tests.factories_community import login_staff
+    from tests.factories_attestations import login_staff
 
     item = services.reproduction_from_result(
         run=ci_runs["f459ed2b"], author=owner, document=_real("f459ed2b")

@@ -12,7 +12,7 @@ from django.core import mail
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.factories_community import login_staff, make_staff
+from tests.factories_attestations import login_staff, make_staff
 from tests.pages import text_of
 
 SIGNUP = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attestations import services
-from tests.factories_community import AttestationFactory, ReportFactory
+from tests.factories_attestations import AttestationFactory, ReportFactory
 
 
 def _page(client, run) -> str:

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from attestations import services
 from attestations.models import Attestation, ModerationEvent, PosterBan
 from attestations.services import Measurement
-from tests.factories_community import AttestationFactory
+from tests.factories_attestations import AttestationFactory
 
 
 def _repro(run, author, **kw):

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 
 from attestations import services
 from attestations.models import ModerationEvent, Report
-from tests.factories_community import make_staff
+from tests.factories_attestations import make_staff
 
 
 def test_report_create_emails_maintainers(run, owner, django_capture_on_commit_callbacks):

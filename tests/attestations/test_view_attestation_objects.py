@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attestations.models import Attestation
-from tests.factories_community import AttestationFactory
+from tests.factories_attestations import AttestationFactory
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory
+from tests.factories_attestations import AttestationFactory
 
 
 @pytest.mark.parametrize("who", ["owner", "other", "stranger", "anonymous"])

@@ -8,7 +8,7 @@ from django.test import Client
 
 from attestations import services
 from attestations.models import Report
-from tests.factories_community import ReportFactory
+from tests.factories_attestations import ReportFactory
 
 
 def _url(run) -> str:

@@ -9,7 +9,7 @@ from django.test import Client
 
 from attestations import services
 from attestations.models import ApiToken
-from tests.factories_community import login_staff
+from tests.factories_attestations import login_staff
 
 
 def test_needs_login(client, db):

@@ -12,7 +12,7 @@ from django.core import mail
 from attestations.models import Attestation
 from tests.browser.conftest import ARTIFACTS
 from tests.factories import RunFactory
-from tests.factories_community import make_staff, totp_code
+from tests.factories_attestations import make_staff, totp_code
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

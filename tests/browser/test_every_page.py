@@ -25,7 +25,7 @@ from attestations.models import Attestation
 from runs.models import Run
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import LIGER_CI, LIGER_CSV
-from tests.factories_community import AttestationFactory, login_staff, make_staff, verify_email
+from tests.factories_attestations import AttestationFactory, login_staff, make_staff, verify_email
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 from django.core.cache import caches
 
-from tests.factories_community import verify_email
+from tests.factories_attestations import verify_email
 
 pytestmark = pytest.mark.services
 

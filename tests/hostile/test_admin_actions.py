@@ -9,7 +9,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 
 from attestations.models import Attestation, ModerationEvent
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory, login_staff, make_staff, verify_email
+from tests.factories_attestations import AttestationFactory, login_staff, make_staff, verify_email
 
 BAD_SELECTIONS = [[""], ["abc"], ["1", ""], ["99999999999999999999999"], ["1.5"]]
 

@@ -13,7 +13,7 @@ from drf_spectacular.generators import SchemaGenerator
 from attestations import services
 from attestations.models import Attestation, Report
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory, verify_email
+from tests.factories_attestations import AttestationFactory, verify_email
 
 NUMBERS = ["1e400", "NaN", "Infinity", "-Infinity", "1" + "0" * 30, "1" + "0" * 5000]
 

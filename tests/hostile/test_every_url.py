@@ -13,7 +13,7 @@ from urllib.parse import quote
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory, verify_email
+from tests.factories_attestations import AttestationFactory, verify_email
 
 HOSTILE = [
     "a\x00b",

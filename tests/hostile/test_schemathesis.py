@@ -15,7 +15,7 @@ from hypothesis import HealthCheck
 
 from attestations import services
 from tests.factories import RunFactory
-from tests.factories_community import AttestationFactory, verify_email
+from tests.factories_attestations import AttestationFactory, verify_email
 
 schemathesis = pytest.importorskip("schemathesis")
 

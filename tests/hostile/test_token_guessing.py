@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from attestations import services
-from tests.factories_community import verify_email
+from tests.factories_attestations import verify_email
 
 WRONG = "Bearer ki_" + "x" * 43
 

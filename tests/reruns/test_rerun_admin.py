@@ -7,7 +7,7 @@ import pytest
 from reruns.models import JobState, RerunJob
 from reruns.services import rerun_request
 from tests.factories import RunFactory
-from tests.factories_community import login_staff, make_staff
+from tests.factories_attestations import login_staff, make_staff
 
 
 @pytest.fixture(autouse=True)

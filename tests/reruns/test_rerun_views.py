@@ -8,7 +8,7 @@ from django.test import Client
 from reruns.models import JobState, RerunJob
 from reruns.services import result_record
 from tests.factories import RunFactory
-from tests.factories_community import login_staff
+from tests.factories_attestations import login_staff
 from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
 

@@ -30,7 +30,7 @@ from reruns.models import JobState, RerunJob, ResultReceipt
 from reruns.services import rerun_dispatch, rerun_request, rerun_sweep
 from runs.models import EvidenceEvent
 from tests.factories import RunFactory
-from tests.factories_community import login_staff
+from tests.factories_attestations import login_staff
 from tests.factories_reruns import DOUBLE_COMMAND, KEY_ID, KEY_SECRET, TEST_KEYS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -271,7 +271,7 @@ def test_no_other_module_writes_run_evidence():
 
 
 def test_admin_cannot_write_evidence(run, client):
-    from tests.factories_community import login_staff, make_staff
+    from tests.factories_attestations import login_staff, make_staff
 
     login_staff(client, make_staff())
     url = f"/admin/runs/run/{run.pk}/change/"

@@ -254,7 +254,7 @@ def test_a_quiet_runs_panels_are_kept_with_its_sections_for_anonymous_readers_on
 
     from runs.read import store
     from runs.read.freshness import DATA, kept_key, run_page
-    from tests.factories_community import AttestationFactory
+    from tests.factories_attestations import AttestationFactory
 
     settings.PAGE_CACHE_SECONDS = 0
     run = RunFactory()

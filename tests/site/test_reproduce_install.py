@@ -164,7 +164,7 @@ def test_end_to_end_job_file_runner_upload_moderation_page(
 
     from attestations import services
     from attestations.models import Attestation
-    from tests.factories_community import login_staff, make_staff, verify_email
+    from tests.factories_attestations import login_staff, make_staff, verify_email
 
     run = _cpu_run()
     evidence = run.evidence
@@ -268,7 +268,7 @@ def test_the_run_page_commands_install_the_served_wheel_run_the_job_and_upload(
     from attestations import services
     from attestations.models import Attestation
     from reruns import selfrun
-    from tests.factories_community import verify_email
+    from tests.factories_attestations import verify_email
 
     run = _cpu_run()
     evidence = run.evidence

@@ -181,7 +181,7 @@ def test_no_template_comment_spans_lines():
 
 
 def test_run_page_shows_no_template_syntax(client, example_run):
-    from tests.factories_community import AttestationFactory
+    from tests.factories_attestations import AttestationFactory
 
     AttestationFactory(run=example_run, author=_user("dana"), state="approved")
     text = text_of(client.get(example_run.get_absolute_url()))
@@ -204,7 +204,7 @@ def test_favicon_for_pages_that_name_none(client):
 
 @pytest.mark.django_db
 def test_admin_names_the_site(client):
-    from tests.factories_community import login_staff, make_staff
+    from tests.factories_attestations import login_staff, make_staff
 
     login_staff(client, make_staff("maintainer"))
     html = client.get("/admin/").content.decode()

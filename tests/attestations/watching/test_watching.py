@@ -16,7 +16,7 @@ from runs.evidence import Outcome, evidence_apply
 from runs.models import Benchmark, Run, Source
 from runs.sources.pipeline import ingest
 from runs.sources.sync import source_sync
-from tests.factories_community import AttestationFactory, make_staff
+from tests.factories_attestations import AttestationFactory, make_staff
 from tests.synthetic_ci import commit, suite_cells, write_history
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from runs.changes.models import CellChange, ChangeReview
 from runs.changes.services import changes_detect
 from runs.models import Source
 from runs.sources.pipeline import ingest
-from tests.factories_community import login_staff, make_staff
+from tests.factories_attestations import login_staff, make_staff
 from tests.pages import text_of
 from tests.synthetic_ci import commit, suite_cells, write_history
 

@@ -23,7 +23,7 @@ from reruns.services import (
 from runs.models import Run, Version
 from runs.read import freshness
 from tests.factories import RunFactory
-from tests.factories_community import make_staff, verify_email
+from tests.factories_attestations import make_staff, verify_email
 from tests.factories_reruns import job_for
 
 pytestmark = pytest.mark.django_db

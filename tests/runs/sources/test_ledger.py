@@ -52,7 +52,7 @@ def test_only_the_pipeline_writes_entries():
 
 
 def test_admin_shows_but_never_edits(entry, client):
-    from tests.factories_community import login_staff, make_staff
+    from tests.factories_attestations import login_staff, make_staff
 
     login_staff(client, make_staff())
     base = "/admin/runs/importrecord/"

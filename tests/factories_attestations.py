@@ -1,4 +1,4 @@
-"""Factories and helpers for the community app (attestations, reports, accounts)."""
+"""Factories and helpers for the attestations app (attestations, reports, accounts)."""
 
 from __future__ import annotations
 

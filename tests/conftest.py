@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -71,9 +73,10 @@ _fast_password_hashing()
 # so these start first and the many short files fill in behind them, instead of a six-minute
 # module starting last. A name missing here only runs in its usual place.
 SLOW_FIRST = (
+    "test_crawl.py",  # with the demo database's build (DEMO_DATABASE_FILES)
+    "test_rerun_demo_data.py",
     "test_shipped_walk.py",
     "test_reproduce_install.py",
-    "test_crawl.py",
     "test_every_page.py",
     "test_cli.py",
     "test_every_url.py",
@@ -87,9 +90,37 @@ SLOW_FIRST = (
 )
 
 
+# The files whose tests read the demo database (`demo_db`). pytest-xdist sends them to one
+# worker as one unit, so the database is built once in a run, not once per worker.
+DEMO_DATABASE_FILES = ("tests/site/test_crawl.py", "tests/reruns/test_rerun_demo_data.py")
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    elsewhere = [
+        item.nodeid
+        for item in items
+        if "demo_db" in getattr(item, "fixturenames", ())
+        and item.nodeid.split("::", 1)[0] not in DEMO_DATABASE_FILES
+    ]
+    if elsewhere:
+        raise pytest.UsageError(f"demo_db outside DEMO_DATABASE_FILES: {elsewhere}")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which a plain run may lack
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (pyproject.toml), with DEMO_DATABASE_FILES one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DemoFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "demo database" if path in DEMO_DATABASE_FILES else path
+
+    return DemoFilesTogether(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -173,6 +204,61 @@ def example_run(liger_bench):
 
 def _required(name: str) -> bool:
     return os.getenv(name) == "1"
+
+
+@contextmanager
+def _connected_to(database: dict):
+    """The default connection on another database for a while. The one it had is kept aside,
+    not closed: closing an in-memory SQLite test database would delete it."""
+    from django.db import connections
+
+    connection = connections["default"]
+    kept_settings, kept = dict(connection.settings_dict), connection.connection
+    connection.connection = None  # the next query connects with the new settings
+    connection.settings_dict.update(database)  # in place: Django reads this very dict
+    try:
+        yield
+    finally:
+        if connection.connection is not None:
+            connection.connection.close()
+        connection.connection = kept
+        connection.settings_dict.clear()
+        connection.settings_dict.update(kept_settings)
+
+
+@pytest.fixture(scope="session")
+def _demo_database(django_db_setup, django_db_blocker, tmp_path_factory):
+    """What `manage.py demo --no-serve` loads (every shipped source and every rerun batch of
+    data/reruns), in a database of its own next to the test database, built once per test
+    process: the crawl and the demo batches' checks read the same build. On PostgreSQL it
+    starts as a copy of the migrated test database; on SQLite it is a file the command
+    migrates."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            connection.creation.clone_test_db(suffix="demo", verbosity=0)
+            database = connection.creation.get_test_db_clone_settings("demo")
+        else:
+            database = {**connection.settings_dict}
+            database["NAME"] = str(tmp_path_factory.mktemp("demo") / "demo.sqlite3")
+        with _connected_to(database):
+            call_command("demo", "--no-serve", stdout=StringIO(), stderr=StringIO())
+        yield database
+        if connection.vendor == "postgresql":
+            connection.creation.destroy_test_db(suffix="demo", verbosity=0)
+
+
+@pytest.fixture
+def demo_db(_demo_database, django_db_blocker):
+    """The demo database (`_demo_database`) for one test, in place of `db`: what the test
+    writes is rolled back at its end, so every test reads the data as the demo loads it."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock(), _connected_to(_demo_database), transaction.atomic():
+        yield
+        transaction.set_rollback(True)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,9 @@ from runs.sources.pipeline import ingest
 DATA = Path(__file__).resolve().parents[2] / "data"
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "reruns" / "h200-2026-11-29"
 FOLDERS = sorted(p for p in (DATA / "reruns").glob("*") if p.is_dir())
-# A folder whose jobs all wait in unrun/ (issued, none run yet) has nothing to load.
-BATCHES = [p for p in FOLDERS if any(p.glob("jobs/*.json"))] + [FIXTURE]
+# The folders `manage.py demo` loads (reruns.demo): one whose jobs all wait in unrun/ (issued,
+# none run yet) has nothing to load.
+DEMO_BATCHES = [p for p in FOLDERS if any(p.glob("jobs/*.json"))]
 
 
 def _documents(batch: Path, kind: str) -> list[dict]:
@@ -41,10 +43,8 @@ def _held(batch: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(batch.glob("held/results/*.json"))]
 
 
-@pytest.mark.parametrize("batch", BATCHES, ids=[b.name for b in BATCHES])
-def test_batch_loads_into_controlled_runs(db, batch, client):
-    jobs = _documents(batch, "RerunJob")
-    assert jobs, f"{batch} holds no job files"
+def _ingest_upstream(jobs: list[dict]) -> None:
+    """The upstream rows a batch's jobs name: the Liger benchmark CSV, the CI folders."""
     sources = {j["run"]["source"] for j in jobs}
     if "liger-kernel-bench" in sources:
         ingest(
@@ -62,7 +62,27 @@ def test_batch_loads_into_controlled_runs(db, batch, client):
             locations=[str(DATA / "liger-ci" / f) for f in sorted(ci_folders)],
         )
 
-    call_command("rerun", "load-demo", str(batch), stdout=StringIO(), stderr=StringIO())
+
+@pytest.mark.parametrize("batch", DEMO_BATCHES, ids=[b.name for b in DEMO_BATCHES])
+def test_demo_batch_loaded_into_controlled_runs(demo_db, batch, client):
+    """Each batch of data/reruns as `manage.py demo` left it: loaded after every batch before it,
+    over every upstream source (the demo database, tests/conftest.py)."""
+    _check_loaded(batch, client)
+
+
+def test_fixture_batch_loads_into_controlled_runs(db, client):
+    """The fixture batch (not in the demo) loaded alone, over only the upstream rows it names."""
+    _ingest_upstream(_documents(FIXTURE, "RerunJob"))
+    call_command("rerun", "load-demo", str(FIXTURE), stdout=StringIO(), stderr=StringIO())
+    _check_loaded(FIXTURE, client)
+
+
+def _check_loaded(batch: Path, client) -> None:
+    """Every job of a loaded batch: queued without a result; else succeeded or failed with its
+    receipt, a GPU result's controlled run, the evidence event it moved; nothing held back
+    loaded; loading it again records nothing."""
+    jobs = _documents(batch, "RerunJob")
+    assert jobs, f"{batch} holds no job files"
     results = {r["payload"]["job"]["id"]: r["payload"] for r in _documents(batch, "RerunResult")}
     for doc in jobs:
         job = RerunJob.objects.get(uuid=doc["job"]["id"])
@@ -90,7 +110,13 @@ def test_batch_loads_into_controlled_runs(db, batch, client):
         if receipt.evidence_event:
             assert receipt.evidence_event.run == job.run
             job.run.refresh_from_db()
-            assert job.run.evidence == receipt.evidence_event.to_level
+            # The run kept this event's level until its next event (a batch loaded after it in
+            # the demo may move the run again), and has its latest event's level.
+            events = list(job.run.evidence_events.all())
+            since = events[events.index(receipt.evidence_event) :]
+            for event, following in pairwise(since):
+                assert following.from_level == event.to_level, (event.pk, following.pk)
+            assert job.run.evidence == since[-1].to_level
     # Nothing held back was loaded.
     held = [d["payload"]["job"]["id"] for d in _held(batch)]
     assert not RerunJob.objects.filter(uuid__in=held).exists()

@@ -4,18 +4,14 @@ every GPU, source and ledger page, a spread of group pages per source, run pages
 source and evidence level with their manifests and history, home, browse and the API.
 
 It fails on any answer of 500 or more, on any link that answers 4xx, and on any absolute link
-to a host other than the configured origin (or an upstream project's). The demo data is
-loaded once for this module, inside a transaction rolled back at its end, so the rest of the
-suite never sees it. Figures (pages per kind, links followed) are printed for the record.
+to a host other than the configured origin (or an upstream project's). It reads the demo database (tests/conftest.py: `demo_db`), built
+once in a test run and apart from the test database, so the rest of the suite never sees it.
+Figures (pages per kind, links followed) are printed for the record.
 """
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
-from django.db import transaction
 from django.test import Client
 
 from tests.conftest import require_services
@@ -26,17 +22,13 @@ pytestmark = pytest.mark.services
 HOST = "kernelindex.example.org"
 
 
-@pytest.fixture(scope="module")
-def demo_data(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        require_services()
-        with transaction.atomic():
-            call_command("demo", "--no-serve", stdout=StringIO(), stderr=StringIO())
-            yield
-            transaction.set_rollback(True)
+@pytest.fixture
+def real_services():
+    """`services` without the test database: checked before the demo database is built."""
+    return require_services()
 
 
-def test_every_page_kind_over_the_demo_data(demo_data, db, settings, capsys):
+def test_every_page_kind_over_the_demo_data(real_services, demo_db, settings, capsys):
     from runs.models import Benchmark, Run
 
     settings.ALLOWED_HOSTS = [HOST]

@@ -20,16 +20,38 @@ from runs.sources.pipeline import ingest
 DATA = Path(__file__).resolve().parents[3] / "data"
 
 
+@pytest.fixture(scope="module")
+def _committed(django_db_setup, django_db_blocker):
+    """The Liger sources and two batches, loaded once for this module and committed: a claim is
+    judged when its evidence event commits, as on the site. The tables are emptied at the
+    module's end, as `transactional_db` empties them after a test. Loaded with the fidelity
+    gate off, as tests/conftest.py turns it off for a test."""
+    from runs import evidence
+
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evidence, "_fidelity_gate", lambda run, meas, impl, outcome: outcome)
+        try:
+            ingest(
+                source_slug="liger-kernel-bench",
+                locations=[str(DATA / "liger" / "all_benchmark_data.csv")],
+            )
+            ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
+            for batch in ("h200-2026-11-30", "h200-2026-12-01"):
+                call_command(
+                    "rerun",
+                    "load-demo",
+                    str(DATA / "reruns" / batch),
+                    stdout=StringIO(),
+                    stderr=StringIO(),
+                )
+            yield
+        finally:
+            call_command("flush", interactive=False, verbosity=0)
+
+
 @pytest.fixture
-def loaded(transactional_db):
-    ingest(
-        source_slug="liger-kernel-bench", locations=[str(DATA / "liger" / "all_benchmark_data.csv")]
-    )
-    ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
-    for batch in ("h200-2026-11-30", "h200-2026-12-01"):
-        call_command(
-            "rerun", "load-demo", str(DATA / "reruns" / batch), stdout=StringIO(), stderr=StringIO()
-        )
+def loaded(_committed, db):
+    """The committed data for one test; what the test writes is rolled back at its end."""
 
 
 def test_claims_are_judged_within_one_process_only(loaded):

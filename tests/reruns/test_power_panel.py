@@ -4,7 +4,7 @@ result was timed (kirunner/power.py), from the real signed 2026-12-01 results.""
 from __future__ import annotations
 
 from reruns.models import ResultReceipt
-from tests.runs.claims.test_claims_pages import loaded  # noqa: F401  (the fixture: both H200 batches)
+from tests.runs.claims.test_claims_pages import _committed, loaded  # noqa: F401  (both H200 batches)
 
 
 def test_rerun_panel_shows_the_timed_windows(loaded, client):  # noqa: F811

@@ -346,8 +346,7 @@ def _upstream_check(
     tolerance = evidence_correctness.upstream_tolerance(run.benchmark.slug, dtype, commit)
     if tolerance is None:
         return None
-    found = EvidenceEvent.objects.reference_errors(run)
-    reference = evidence_correctness.Reference(*found) if found is not None else None
+    reference = evidence_correctness.Reference.of(EvidenceEvent.objects.reference_accuracies(run))
     return evidence_correctness.judge(checks, tolerance, reference, dtype)
 
 

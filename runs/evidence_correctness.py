@@ -167,6 +167,20 @@ class Reference:
     errors: dict  # tensor name -> largest error (the largest over the providers)
     providers: tuple[str, ...]
 
+    @classmethod
+    def of(cls, accuracies: list[tuple[str, list]]) -> Reference | None:
+        """From each reference provider's recorded accuracy (its newest rerun's); None where
+        no reference was rerun."""
+        errors: dict = {}
+        for _provider, accuracy in accuracies:
+            for entry in accuracy:
+                err = _num(entry.get("maxAbsErr")) if isinstance(entry, dict) else None
+                if err is not None:
+                    name = str(entry.get("name"))
+                    errors[name] = max(errors.get(name, 0.0), err)
+        providers = tuple(sorted({provider for provider, _ in accuracies}))
+        return cls(errors, providers) if providers else None
+
 
 @dataclass(frozen=True)
 class Judged:

@@ -506,11 +506,10 @@ class EvidenceEventQuerySet(AppendOnlyQuerySet):
             .first()
         )
 
-    def reference_errors(self, run) -> tuple[dict, tuple[str, ...]] | None:
-        """The float64 errors the cell's reference implementations (its providers that are not
-        Liger's: torch, Transformers) reached in their newest reruns, per tensor the largest
-        over them, and those providers; None where none of them has a recorded accuracy
-        (runs.evidence_correctness: upstream's test compares the kernel with them)."""
+    def reference_accuracies(self, run) -> list[tuple[str, list]]:
+        """(provider, recorded accuracy) of the newest rerun of each of the cell's reference
+        implementations (its providers that are not Liger's: torch, Transformers), for the
+        correctness rule (runs.evidence_correctness.Reference)."""
         rows = (
             self.filter(
                 run__is_current=True,
@@ -526,19 +525,10 @@ class EvidenceEventQuerySet(AppendOnlyQuerySet):
             .order_by("run_id", "-created_at", "-id")
             .values_list("run_id", "run__implementation__provider_key", "facts__accuracy")
         )
-        errors: dict = {}
-        providers, seen = set(), set()
+        newest = {}
         for run_id, provider, accuracy in rows:
-            if run_id in seen:
-                continue  # an older rerun of a run already read
-            seen.add(run_id)
-            providers.add(provider)
-            for entry in accuracy or []:
-                err = entry.get("maxAbsErr") if isinstance(entry, dict) else None
-                if isinstance(err, int | float) and err == err and err != float("inf"):
-                    name = str(entry.get("name"))
-                    errors[name] = max(errors.get(name, 0.0), float(err))
-        return (errors, tuple(sorted(providers))) if providers else None
+            newest.setdefault(run_id, (provider, accuracy or []))
+        return list(newest.values())
 
     def host_dominated_factors(self, run_ids) -> dict[int, float]:
         """{run id: factor} for runs whose newest such event found the published median a

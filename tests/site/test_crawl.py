@@ -4,9 +4,10 @@ every GPU, source and ledger page, a spread of group pages per source, run pages
 source and evidence level with their manifests and history, home, browse and the API.
 
 It fails on any answer of 500 or more, on any link that answers 4xx, and on any absolute link
-to a host other than the configured origin (or an upstream project's). It reads the demo database (tests/conftest.py: `demo_db`), built
-once in a test run and apart from the test database, so the rest of the suite never sees it.
-Figures (pages per kind, links followed) are printed for the record.
+to a host other than the configured origin (or an upstream project's). It reads the demo
+database (tests/conftest.py: `demo_db`), built once in a test run and apart from the test
+database, so the rest of the suite never sees it. Figures (pages per kind, links followed) are
+printed for the record.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ HOST_DOMINATED_FACTOR = 3.0
 MEMORY_PROTOCOL = "upstream-resident"
 # Written into every event's facts: re-judging (reruns.services.run_rejudge) replays a run
 # whose newest re-judged event was decided by an older rule.
-RULE_VERSION = "2026-12-06 reference error"
+RULE_VERSION = "2026-12-06 reference itself"
 
 # Result units -> the run's integer units (ns, bytes).
 UNIT_SCALE = {"ms": 1e6, "us": 1e3, "ns": 1.0, "MiB": 2**20, "B": 1.0}
@@ -347,7 +347,10 @@ def _upstream_check(
     if tolerance is None:
         return None
     reference = evidence_correctness.Reference.of(EvidenceEvent.objects.reference_accuracies(run))
-    return evidence_correctness.judge(checks, tolerance, reference, dtype)
+    is_reference = not (run.implementation.provider_key or "").startswith("liger")
+    return evidence_correctness.judge(
+        checks, tolerance, reference, dtype, is_reference=is_reference
+    )
 
 
 def _check_failed(run: Run, worst: float | None, facts: dict) -> Outcome:

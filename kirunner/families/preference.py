@@ -70,6 +70,10 @@ class PerCallHead:
         self._next = self.checked = self.factory()
         return getattr(self._next, self.trained).named_parameters(prefix=self.trained)
 
+    def parameters(self):
+        """None held between calls: each call's module is its own, gone when the call is."""
+        return iter(())
+
     def take(self):
         module, self._next = self._next, None
         return module if module is not None else self.factory()
@@ -102,6 +106,11 @@ class OnceHead:
 
     def named_parameters(self):
         return getattr(self.module, self.trained).named_parameters(prefix=self.trained)
+
+    def parameters(self):
+        """The measured provider's weights, whose gradients a memory job's warm-up clears
+        (kirunner/runner.py): the module is live across calls, so its grads would be too."""
+        return self.module.parameters()
 
     def take(self):
         return self.module

@@ -507,3 +507,10 @@ def test_preference_modules_are_built_once_from_0_6_1(name, params):
                       PerCallHead)  # fmt: skip
     check = run_check(spec, once, wl, torch.device("cpu"), "full", seed=2)
     assert check.passed, check.checks
+    # A memory job's warm-up clears the live module's gradients through parameters() (at
+    # ab7fe2a on the H100 every dpo_loss memory job failed on a head without it).
+    held = list(once.module.parameters())
+    assert held
+    assert {id(p) for p in held} == {id(p) for p in once.module.module.parameters()}
+    per_call = spec.build(wl, "huggingface", torch.device("cpu"), "0.6.0").module
+    assert list(per_call.parameters()) == []

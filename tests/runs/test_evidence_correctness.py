@@ -127,7 +127,7 @@ def fna_run(db):
     source = SourceFactory(slug="liger-kernel-ci")
     publication = PublicationFactory(source=source, slug="02bac05", upstream_commit="02bac05")
     return RunFactory(source=source, publication=publication, median=1_000_000,
-                      benchmark=BenchmarkFactory(slug=FNA))  # fmt: skip
+                      benchmark=BenchmarkFactory(slug=FNA), provider="liger")  # fmt: skip
 
 
 def decide(run, checks, *, passed=False, dtype="fp32"):
@@ -220,6 +220,25 @@ def test_the_rule_reads_the_references_newest_rerun_on_the_same_cell(fna_run):
     out = decide(liger, bias, dtype="bf16")
     assert out.level == Evidence.CHECKED and out.facts["upstreamCheck"]["state"] == "within"
     assert out.facts["upstreamCheck"]["reference"] == ["torch", "torch_compile"]
+
+
+def test_the_reference_implementation_itself_is_never_outside_its_own_tests_tolerance(fna_run):
+    """Upstream's test measures the kernel against torch: torch's own finite float64 error
+    (cuDNN's TF32 convolutions in fp32 sparse multi-token attention) is accuracy, not a miss;
+    a NaN in it is outside whatever the tolerance."""
+    torch_run = RunFactory(source=fna_run.source, publication=fna_run.publication,
+                           benchmark=fna_run.benchmark, workload=fna_run.workload,
+                           environment=fna_run.environment, provider="torch")  # fmt: skip
+    far = [check(0.3, 50.0, name="grad_v_proj.bias")]
+    assert decide(fna_run, far).level == Evidence.INCORRECT  # the kernel: outside
+    out = decide(torch_run, far)
+    assert out.level == Evidence.CHECKED
+    assert out.facts["upstreamCheck"]["state"] == "within"
+    assert out.facts["upstreamCheck"]["isReference"] is True
+    assert "measures the kernel against this implementation" in out.facts["checkNote"]
+    assert out.facts["accuracy"][0]["maxAbsErr"] == 0.3  # still shown, as accuracy
+    nan = [{"name": "y", "maxAbsErr": None, "maxRelErr": None, "problem": "NaN in the output"}]
+    assert decide(torch_run, nan).level == Evidence.INCORRECT
 
 
 def test_without_an_upstream_test_the_runners_own_criterion_stands(fna_run):

@@ -36,14 +36,21 @@ _lock = threading.Lock()
 
 def get(key: str, default=None, *, shared: bool = True):
     """The value stored under `key`; with shared=False, only if this process holds it."""
-    return get_many([key], shared=shared).get(key, default)
+    entry = _copied(key)
+    if entry is None and shared:
+        entry = _shared(cache.get, SHARED + key)
+        if entry is not None and entry[0] > time.time():
+            _copy_in(key, entry)
+        else:
+            entry = None
+    return default if entry is None else pickle.loads(entry[1])
 
 
-def get_many(keys, *, shared: bool = True) -> dict:
+def get_many(keys) -> dict:
     """{key: value} of the keys either store holds: one round trip for those not copied."""
     found = {key: entry for key in keys if (entry := _copied(key)) is not None}
     wanted = [key for key in keys if key not in found]
-    if wanted and shared:
+    if wanted:
         now = time.time()
         entries = _shared(cache.get_many, [SHARED + key for key in wanted]) or {}
         for key in wanted:

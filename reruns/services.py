@@ -622,6 +622,12 @@ def _stale(job: RerunJob, payload: dict) -> str:
     return ""
 
 
+# A verified result that carried no verdict when it was recorded (_record: the job failed with
+# this prefix, no controlled run, no event); a later rule or a later rerun of the cell's
+# reference implementation can decide it.
+NO_VERDICT = "no verdict: "
+
+
 def _record(
     job: RerunJob,
     payload: dict,
@@ -655,7 +661,7 @@ def _record(
     except NoVerdict as exc:
         # Verified, but it cannot carry a verdict (throttled clocks, disagreeing repeats...):
         # the job fails with the reason and no level moves; the run can be re-run.
-        return _failed(job, receipt_fields, f"no verdict: {exc}")
+        return _failed(job, receipt_fields, f"{NO_VERDICT}{exc}")
     controlled_run = None
     if gpu_spec is not None:
         controlled_run = recorder.controlled_run(
@@ -709,22 +715,30 @@ def _check_worst(payload: dict) -> float | None:
     return float(max(failed))
 
 
+def _undecided() -> Q:
+    return Q(evidence_event__isnull=True, status__in=("ok", "incorrect"),
+             job__error__startswith=NO_VERDICT)  # fmt: skip
+
+
 def rejudge_candidates() -> list[int]:
     """The runs a rule change can move: those with a recorded verdict from a result whose
     check failed (the runner's criterion, judged by upstream's tolerance), those at
     `reproduced` or `not-reproduced` (the fidelity rule can withhold a timing or memory
-    verdict), and those the fidelity rule left `checked` (a newer fidelity table can give
-    them their verdict). run_rejudge skips a run already re-judged by this rule and table."""
+    verdict), those the fidelity rule left `checked` (a newer fidelity table can give them
+    their verdict), and those with a result that carried none. run_rejudge skips a run already
+    re-judged by this rule and table."""
     recorded = ResultReceipt.objects.filter(evidence_event__isnull=False)
     failed = recorded.filter(payload__correctness__passed=False)
     settled = recorded.filter(job__run__evidence__in=(Evidence.REPRODUCED, Evidence.NOT_REPRODUCED))
     withheld = recorded.filter(
         job__run__evidence=Evidence.CHECKED, job__run__evidence_events__facts__has_key="fidelity"
     )
+    undecided = ResultReceipt.objects.filter(_undecided())
     return sorted(
         set(failed.values_list("job__run_id", flat=True))
         | set(settled.values_list("job__run_id", flat=True))
         | set(withheld.values_list("job__run_id", flat=True))
+        | set(undecided.values_list("job__run_id", flat=True))
     )
 
 
@@ -752,23 +766,27 @@ def run_rejudge(*, run: Run) -> str:
        again would: each result is decided again (outcome_decide reads the events written so
        far, so independent processes weigh each other as they did), and applied with
        evidence_apply as a new event (cause "rejudge:<job>"), the controlled run it became
-       unchanged. A result that can carry no verdict now (NoVerdict) writes nothing.
+       unchanged. A result that can carry no verdict now (NoVerdict) writes nothing. A result
+       that carried none when recorded and carries one now gets what recording it would have
+       given it: its controlled run, the event on its receipt, its job succeeded.
     3. Where no result carries a verdict any more, evidence_withdraw takes the run back to
-       `reported`, with an event that says why.
+       `reported`, with an event that says why; a run no result ever moved is left as it is.
 
-    Returns "skipped", "withdrawn", or the level the run ends at.
+    Returns "skipped", "withdrawn", "no verdict" or the level the run ends at.
     """
     if _rejudged_by_this_rule(run):
         return "skipped"
     receipts = (
-        ResultReceipt.objects.filter(job__run=run, evidence_event__isnull=False)
+        ResultReceipt.objects.filter(
+            Q(job__run=run), Q(evidence_event__isnull=False) | _undecided()
+        )
         .select_related("job", "controlled_run")
         .order_by("pk")
     )
     run = Run.objects.select_related(
         "implementation", "environment__gpu", "publication", "benchmark", "workload", "source"
     ).get(pk=run.pk)
-    applied, last_none = 0, ""
+    applied, last_none, recorder = 0, "", None
     for receipt in receipts:
         job, payload = receipt.job, receipt.payload
         job.run = run
@@ -781,15 +799,28 @@ def run_rejudge(*, run: Run) -> str:
         except NoVerdict as exc:
             last_none = f"job {str(job.uuid)[:8]}: {exc}"
             continue
-        evidence_apply(
+        controlled_run = receipt.controlled_run
+        if receipt.evidence_event_id is None and gpu_spec is not None:
+            recorder = recorder or ResultRecorder(via=receipt.via)
+            controlled_run = recorder.controlled_run(
+                job=job, payload=payload, canonical=canonicalize(payload), gpu_spec=gpu_spec
+            )
+        event = evidence_apply(
             run=run,
-            controlled_run=receipt.controlled_run,
+            controlled_run=controlled_run,
             outcome=outcome,
             cause=f"rejudge:{job.uuid}",
             cause_job=job.uuid,
             start=Evidence.REPORTED if applied == 0 else None,
         )
+        if receipt.evidence_event_id is None:
+            ResultReceipt.objects.filter(pk=receipt.pk).update(
+                controlled_run=controlled_run, evidence_event=event
+            )
+            _succeeded(job, payload)
         applied += 1
+    if applied == 0 and not any(r.evidence_event_id for r in receipts):
+        return "no verdict"
     if applied == 0:
         last = receipts.last()
         evidence_withdraw(

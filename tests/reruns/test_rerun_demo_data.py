@@ -231,3 +231,72 @@ def test_demo_skips_a_batch_whose_jobs_all_wait_in_unrun(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "call_command", lambda *args: loaded.append(Path(args[-1]).name))
     demo.load(tmp_path)
     assert loaded == ["ran"]
+
+
+def _load_undecided(tmp_path: Path, monkeypatch) -> RerunJob:
+    """One real H100 result of the batch, recorded while the rule could not judge it."""
+    from reruns import services
+    from runs.evidence import NoVerdict
+
+    batch = DATA / "reruns" / "h100-2026-12-05"
+    name = "0010-rms_norm-backward-latency-liger"
+    for kind in ("jobs", "results"):
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / f"{name}.json").write_text((batch / kind / f"{name}.json").read_text())
+    (tmp_path / "worker-key.json").write_text((batch / "worker-key.json").read_text())
+    _ingest_upstream(_documents(tmp_path, "RerunJob"))
+
+    def undecided(*args, **kwargs):
+        raise NoVerdict("the rule of the moment cannot judge it")
+
+    with monkeypatch.context() as m:
+        m.setattr(services, "_outcome", undecided)
+        call_command("rerun", "load-demo", str(tmp_path), stdout=StringIO(), stderr=StringIO())
+    return RerunJob.objects.select_related("run", "receipt").get()
+
+
+def test_a_result_that_carried_no_verdict_is_decided_by_a_later_rejudge(db, tmp_path, monkeypatch):
+    """A real H100 result recorded while the rule could not judge it (the job fails with "no
+    verdict: ...", no controlled run, no event) is what `manage.py rerun rejudge` reaches once
+    the rule can: the run gets its verdict, the result its controlled run and event, as
+    recording it then would have given."""
+    from reruns import services
+    from runs.models import Run
+
+    job = _load_undecided(tmp_path, monkeypatch)
+    run, receipt = job.run, job.receipt
+    assert job.state == JobState.FAILED and job.error.startswith("no verdict: ")
+    assert receipt.evidence_event is None and receipt.controlled_run is None
+    assert run.evidence == Evidence.REPORTED
+    assert services.rejudge_candidates() == [run.pk]
+
+    out = StringIO()
+    call_command("rerun", "rejudge", stdout=out)
+    run.refresh_from_db()
+    receipt.refresh_from_db()
+    assert run.evidence not in (Evidence.REPORTED, Evidence.INCORRECT), out.getvalue()
+    assert receipt.evidence_event.run == run and receipt.evidence_event.to_level == run.evidence
+    assert receipt.job.state == JobState.SUCCEEDED and receipt.job.error == ""
+    controlled = receipt.controlled_run
+    assert controlled.evidence == Evidence.CONTROLLED
+    assert controlled.environment.gpu.upstream_name == "NVIDIA H100 80GB HBM3"
+    assert Run.objects.filter(source__slug="kernelindex").count() == 1
+    # The same rule again: nothing more is written.
+    events = run.evidence_events.count()
+    call_command("rerun", "rejudge", stdout=StringIO())
+    assert run.evidence_events.count() == events
+
+
+def test_a_run_no_result_ever_moved_is_left_as_it_is_by_rejudge(db, tmp_path, monkeypatch):
+    """Still undecided under the rule as it stands: no event, the run stays `reported`."""
+    from reruns import services
+    from runs.evidence import NoVerdict
+
+    job = _load_undecided(tmp_path, monkeypatch)
+
+    def undecided(*args, **kwargs):
+        raise NoVerdict("the rule of the moment cannot judge it")
+
+    monkeypatch.setattr(services, "_outcome", undecided)
+    assert services.run_rejudge(run=job.run) == "no verdict"
+    assert not job.run.evidence_events.exists()

@@ -786,38 +786,13 @@ def run_rejudge(*, run: Run) -> str:
     run = Run.objects.select_related(
         "implementation", "environment__gpu", "publication", "benchmark", "workload", "source"
     ).get(pk=run.pk)
-    applied, last_none, recorder = 0, "", None
+    applied, last_none, recorder = 0, "", ResultRecorder()
     for receipt in receipts:
-        job, payload = receipt.job, receipt.payload
-        job.run = run
-        gpu_spec = None
-        if payload.get("device") == "cuda":
-            gpu_spec = catalogue.GPUS.get((payload.get("environment") or {}).get("gpuName"))
-        passed = (payload.get("correctness") or {}).get("passed")
         try:
-            outcome = _outcome(job, payload, bool(passed), gpu_spec)
+            _replay(run, receipt, first=applied == 0, recorder=recorder)
         except NoVerdict as exc:
-            last_none = f"job {str(job.uuid)[:8]}: {exc}"
+            last_none = f"job {str(receipt.job.uuid)[:8]}: {exc}"
             continue
-        controlled_run = receipt.controlled_run
-        if receipt.evidence_event_id is None and gpu_spec is not None:
-            recorder = recorder or ResultRecorder(via=receipt.via)
-            controlled_run = recorder.controlled_run(
-                job=job, payload=payload, canonical=canonicalize(payload), gpu_spec=gpu_spec
-            )
-        event = evidence_apply(
-            run=run,
-            controlled_run=controlled_run,
-            outcome=outcome,
-            cause=f"rejudge:{job.uuid}",
-            cause_job=job.uuid,
-            start=Evidence.REPORTED if applied == 0 else None,
-        )
-        if receipt.evidence_event_id is None:
-            ResultReceipt.objects.filter(pk=receipt.pk).update(
-                controlled_run=controlled_run, evidence_event=event
-            )
-            _succeeded(job, payload)
         applied += 1
     if applied == 0 and not any(r.evidence_event_id for r in receipts):
         return "no verdict"
@@ -831,6 +806,36 @@ def run_rejudge(*, run: Run) -> str:
         )
         return "withdrawn"
     return run.evidence
+
+
+def _replay(run: Run, receipt: ResultReceipt, *, first: bool, recorder: ResultRecorder) -> None:
+    """Decide one recorded result again and apply it (NoVerdict where it carries none now). A
+    result that carried none when recorded gets what recording it would have given it."""
+    job, payload = receipt.job, receipt.payload
+    job.run = run
+    gpu_spec = None
+    if payload.get("device") == "cuda":
+        gpu_spec = catalogue.GPUS.get((payload.get("environment") or {}).get("gpuName"))
+    passed = (payload.get("correctness") or {}).get("passed")
+    outcome = _outcome(job, payload, bool(passed), gpu_spec)
+    controlled_run = receipt.controlled_run
+    if receipt.evidence_event_id is None and gpu_spec is not None:
+        controlled_run = recorder.controlled_run(
+            job=job, payload=payload, canonical=canonicalize(payload), gpu_spec=gpu_spec
+        )
+    event = evidence_apply(
+        run=run,
+        controlled_run=controlled_run,
+        outcome=outcome,
+        cause=f"rejudge:{job.uuid}",
+        cause_job=job.uuid,
+        start=Evidence.REPORTED if first else None,
+    )
+    if receipt.evidence_event_id is None:
+        ResultReceipt.objects.filter(pk=receipt.pk).update(
+            controlled_run=controlled_run, evidence_event=event
+        )
+        _succeeded(job, payload)
 
 
 def _failed(job: RerunJob, receipt_fields: dict, error: str) -> ResultReceipt:

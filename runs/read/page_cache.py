@@ -35,32 +35,12 @@ def public_page(view=None, *, reads=None):
     def wrapper(request, *args, **kwargs):
         if request.method not in ("GET", "HEAD"):
             return view(request, *args, **kwargs)
-        cookies, headers = request.COOKIES, request.headers
-        # Without a session cookie or credentials the reader is anonymous: no need to load the
-        # session (and add Vary: Cookie) to learn that. Only a reader with no state of its own
-        # shares the cache: a session or messages cookie may put a one-off notice on the page.
-        signed = settings.SESSION_COOKIE_NAME in cookies or "Authorization" in headers
-        anonymous = not signed or not request.user.is_authenticated
-        stateless = anonymous and not signed and "messages" not in cookies
+        anonymous, stateless = _reader(request)
         use_cache = stateless and settings.PAGE_CACHE_SECONDS > 0
         # Stored compressed for clients that take gzip, so a hit is not compressed again.
-        gzipped = use_cache and "gzip" in headers.get("Accept-Encoding", "")
+        gzipped = use_cache and "gzip" in request.headers.get("Accept-Encoding", "")
         versions = freshness.current(reads(**kwargs) if reads else freshness.EVERY_OTHER_PAGE)
-        raw = "|".join(
-            [
-                # The origin the absolute links are built from (kilib/origin.py), and the Host
-                # header, which a view or a library may still read.
-                site_root(),
-                request.get_host(),
-                request.get_full_path(),
-                versions.key,
-                timezone.now().date().isoformat(),  # citations show the access date
-                "anon" if anonymous else f"user:{request.user.pk}",
-                headers.get("Accept", ""),  # the API negotiates JSON or HTML on one URL
-                "gzip" if gzipped else "identity",
-            ]
-        )
-        etag = '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
+        etag = _etag(request, versions, anonymous, gzipped)
         last = versions.last.timestamp() if versions.last else None
         if anonymous:
             not_modified = get_conditional_response(
@@ -68,8 +48,8 @@ def public_page(view=None, *, reads=None):
             )
             if not_modified is not None:
                 return _revalidate(not_modified, anonymous)
-        key = f"page:{etag[1:-1]}"
-        if use_cache and (hit := store.get(key)) is not None:
+        key = f"page:{etag[1:-1]}" if use_cache else None
+        if key and (hit := store.get(key)) is not None:
             content_type, body, stored_headers = hit
             response = HttpResponse(body, content_type=content_type)
             for name, value in stored_headers:
@@ -78,29 +58,62 @@ def public_page(view=None, *, reads=None):
             return response
         with freshness.request_versions(versions):
             response = view(request, *args, **kwargs)
-        if response.status_code != 200 or getattr(response, "streaming", False):
-            return response
-        if hasattr(response, "render") and not response.is_rendered:
-            response.render()  # DRF and TemplateResponse render lazily
-        if gzipped and not response.has_header("Content-Encoding"):
-            response.content = compress_string(response.content)
-            response["Content-Encoding"] = "gzip"
-            patch_vary_headers(response, ["Accept-Encoding"])
-        if anonymous:
-            response["ETag"] = etag
-            if last:
-                response["Last-Modified"] = http_date(last)
-        _revalidate(response, anonymous)
-        if use_cache:
-            skip = ("content-type", "content-length", "x-page-cache")
-            kept = [(name, value) for name, value in response.items() if name.lower() not in skip]
-            store.put(
-                key, (response["Content-Type"], response.content, kept), settings.PAGE_CACHE_SECONDS
-            )
-            response["X-Page-Cache"] = "miss"
-        return response
+        return _finish(response, etag, last, anonymous, gzipped, key)
 
     return wrapper
+
+
+def _reader(request) -> tuple[bool, bool]:
+    """(anonymous, anonymous with no state of its own: may share the page cache). Without a
+    session cookie or credentials the reader is anonymous: no need to load the session (and
+    add Vary: Cookie) to learn that. A session or messages cookie may put a one-off notice on
+    the page, so only a reader with neither shares the cache."""
+    signed = settings.SESSION_COOKIE_NAME in request.COOKIES or "Authorization" in request.headers
+    anonymous = not signed or not request.user.is_authenticated
+    return anonymous, anonymous and not signed and "messages" not in request.COOKIES
+
+
+def _etag(request, versions, anonymous: bool, gzipped: bool) -> str:
+    raw = "|".join(
+        [
+            # The origin the absolute links are built from (kilib/origin.py), and the Host
+            # header, which a view or a library may still read.
+            site_root(),
+            request.get_host(),
+            request.get_full_path(),
+            versions.key,
+            timezone.now().date().isoformat(),  # citations show the access date
+            "anon" if anonymous else f"user:{request.user.pk}",
+            request.headers.get("Accept", ""),  # the API negotiates JSON or HTML on one URL
+            "gzip" if gzipped else "identity",
+        ]
+    )
+    return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
+
+
+def _finish(response, etag: str, last, anonymous: bool, gzipped: bool, key: str | None):
+    """The view's answer with its validators and cache headers, stored under `key` if any."""
+    if response.status_code != 200 or getattr(response, "streaming", False):
+        return response
+    if hasattr(response, "render") and not response.is_rendered:
+        response.render()  # DRF and TemplateResponse render lazily
+    if gzipped and not response.has_header("Content-Encoding"):
+        response.content = compress_string(response.content)
+        response["Content-Encoding"] = "gzip"
+        patch_vary_headers(response, ["Accept-Encoding"])
+    if anonymous:
+        response["ETag"] = etag
+        if last:
+            response["Last-Modified"] = http_date(last)
+    _revalidate(response, anonymous)
+    if key:
+        skip = ("content-type", "content-length", "x-page-cache")
+        kept = [(name, value) for name, value in response.items() if name.lower() not in skip]
+        store.put(
+            key, (response["Content-Type"], response.content, kept), settings.PAGE_CACHE_SECONDS
+        )
+        response["X-Page-Cache"] = "miss"
+    return response
 
 
 def _revalidate(response, anonymous: bool):

@@ -66,6 +66,8 @@ def _through_fallback(name: str):
     return method
 
 
+# Every operation of Django's cache API that reaches Redis goes through _call (clear() above
+# empties the fallback too).
 for _name in (
     "add", "get", "set", "touch", "delete", "get_many", "has_key", "incr", "set_many",
     "delete_many",

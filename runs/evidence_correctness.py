@@ -255,11 +255,12 @@ def judge(
         atol, rtol = tolerance.bound(name)
         err, rel = _num(check.get("maxAbsErr")), _num(check.get("maxRelErr"))
         slack = reference.errors.get(name) if reference is not None else None
-        state = tensor_state(check, atol, rtol, slack or 0.0)
+        if is_reference and err is not None and not check.get("problem"):
+            state = WITHIN  # upstream's test takes this implementation as its truth
+        else:
+            state = tensor_state(check, atol, rtol, slack or 0.0)
         if state == OUTSIDE and slack is None and dtype in LOW_PRECISION and err is not None:
             state = UNDECIDED  # the reference's own error, as large as the tolerance, unknown
-        if is_reference and err is not None and not check.get("problem"):
-            state = WITHIN
         tensors.append(
             {
                 "name": name,

@@ -37,12 +37,15 @@ def _add(table: str, rows: list[tuple[str, int]], per_row: bool = False) -> str:
     """SQL that adds to the tallies the grouped count of `rows`, (table, sign) pairs: the
     tables' rows, or with per_row the row NEW or OLD itself."""
     column, where, source = _tables()[table]
-    union = " UNION ALL ".join(
-        f"SELECT {t}.benchmark_id, {t}.environment_id, {source.format(t=t)} AS source_id, "
-        f"{sign} AS d {'' if per_row else f'FROM {name} AS t'} WHERE {where.format(t=t)}"
-        for name, sign in rows
-        for t in [name if per_row else "t"]
-    )
+
+    def select(name: str, sign: int) -> str:
+        t, rows_from = (name, "") if per_row else ("t", f"FROM {name} AS t")
+        return (
+            f"SELECT {t}.benchmark_id, {t}.environment_id, {source.format(t=t)} AS source_id, "
+            f"{sign} AS d {rows_from} WHERE {where.format(t=t)}"
+        )
+
+    union = " UNION ALL ".join(select(name, sign) for name, sign in rows)
     counts = "SUM(d), 0" if column == "runs" else "0, SUM(d)"
     tally = Tally._meta.db_table
     return (

@@ -155,7 +155,7 @@ def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     if value is _MISSING:
         value = compute()
         if keep is None or keep(value):
-            store.put_many({full: value}, KEPT_SECONDS, shared=shared)
+            store.put(full, value, KEPT_SECONDS, shared=shared)
     return value
 
 

@@ -233,10 +233,15 @@ def test_demo_skips_a_batch_whose_jobs_all_wait_in_unrun(tmp_path, monkeypatch):
     assert loaded == ["ran"]
 
 
+def _cannot_judge(*args, **kwargs):
+    from runs.evidence import NoVerdict
+
+    raise NoVerdict("the rule of the moment cannot judge it")
+
+
 def _load_undecided(tmp_path: Path, monkeypatch) -> RerunJob:
     """One real H100 result of the batch, recorded while the rule could not judge it."""
     from reruns import services
-    from runs.evidence import NoVerdict
 
     batch = DATA / "reruns" / "h100-2026-12-05"
     name = "0010-rms_norm-backward-latency-liger"
@@ -245,12 +250,8 @@ def _load_undecided(tmp_path: Path, monkeypatch) -> RerunJob:
         (tmp_path / kind / f"{name}.json").write_text((batch / kind / f"{name}.json").read_text())
     (tmp_path / "worker-key.json").write_text((batch / "worker-key.json").read_text())
     _ingest_upstream(_documents(tmp_path, "RerunJob"))
-
-    def undecided(*args, **kwargs):
-        raise NoVerdict("the rule of the moment cannot judge it")
-
     with monkeypatch.context() as m:
-        m.setattr(services, "_outcome", undecided)
+        m.setattr(services, "_outcome", _cannot_judge)
         call_command("rerun", "load-demo", str(tmp_path), stdout=StringIO(), stderr=StringIO())
     return RerunJob.objects.select_related("run", "receipt").get()
 
@@ -290,13 +291,8 @@ def test_a_result_that_carried_no_verdict_is_decided_by_a_later_rejudge(db, tmp_
 def test_a_run_no_result_ever_moved_is_left_as_it_is_by_rejudge(db, tmp_path, monkeypatch):
     """Still undecided under the rule as it stands: no event, the run stays `reported`."""
     from reruns import services
-    from runs.evidence import NoVerdict
 
     job = _load_undecided(tmp_path, monkeypatch)
-
-    def undecided(*args, **kwargs):
-        raise NoVerdict("the rule of the moment cannot judge it")
-
-    monkeypatch.setattr(services, "_outcome", undecided)
+    monkeypatch.setattr(services, "_outcome", _cannot_judge)
     assert services.run_rejudge(run=job.run) == "no verdict"
     assert not job.run.evidence_events.exists()

@@ -76,6 +76,11 @@ class KernelSpec:
     small_caps: Mapping[str, int] = field(default_factory=dict)
     memory_style: str | None = None  # the memory function's recipe, where it differs
 
+    def script_rep(self) -> int:
+        """The rep= of the script at the job's commit (upstream_rep unless a family's script
+        changed it)."""
+        return self.upstream_rep
+
     def recipe(self, for_memory: bool) -> str:
         """The protocol style of the speed or the memory function (see protocol.py)."""
         return (self.memory_style or self.style) if for_memory else self.style

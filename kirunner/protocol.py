@@ -12,7 +12,7 @@ kernels, and the differences matter for what is timed (and allocated):
     dy drawn once at setup; backward = ``y.backward(dy, retain_graph=True)``; full =
     forward + that. grad_to_none=[x].
 ``random_dy`` (swiglu, geglu)
-    backward draws ``do = randn_like(x)`` once; full draws ``randn_like(y)`` inside the
+    backward draws ``do = randn_like(y)`` once; full draws ``randn_like(y)`` inside the
     timed call (so the draw is timed, as upstream). grad_to_none=[x].
 ``scalar_loss`` (cross_entropy)
     forward and full pass no grad_to_none (x.grad accumulates, as upstream);
@@ -146,8 +146,11 @@ def _random_dy(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, li
     if mode == "forward":
         return case.forward, g2n
     if mode == "backward":
-        do = _normal_like(x, case.gen)
+        # randn_like(y), as utils.run_speed_benchmark draws it: y's dtype can differ from x's
+        # (DyT's float32 parameters make a bf16 x's output float32), and a dy of x's dtype
+        # costs autograd a cast on every call.
         (y,) = case.forward()
+        do = _normal_like(y, case.gen)
         return lambda: y.backward(do, retain_graph=True), g2n
 
     def full() -> None:

@@ -447,7 +447,7 @@ def _rep(spec: Any, spec_job: dict[str, Any], rep_override: float | None) -> tup
         return float(rep_override), "override"
     if spec_job["rep"] is not None:
         return float(spec_job["rep"]), "job"
-    return float(spec.upstream_rep), "upstream"
+    return float(spec.script_rep()), "upstream"
 
 
 class _Case:
@@ -631,7 +631,7 @@ def _measurement_doc(
         "timer": measured.timer,
         "rep": rep if latency else None,
         "repSource": rep_source if latency else None,
-        "upstreamRep": spec.upstream_rep if latency else None,
+        "upstreamRep": spec.script_rep() if latency else None,
         "iterations": len(m.samples),
         "samples": m.samples,
         "details": m.details,
@@ -643,9 +643,9 @@ def _measurement_doc(
             if q in quantiles
             else harness.quantile_linear(m.samples, q)
         )
-    if rep_source == "job" and latency and rep != spec.upstream_rep:
+    if rep_source == "job" and latency and rep != spec.script_rep():
         doc["notes"] = [
-            f"job rep {rep:g} ms differs from the upstream script's rep={spec.upstream_rep} for {spec.name}"
+            f"job rep {rep:g} ms differs from the upstream script's rep={spec.script_rep()} for {spec.name}"
         ]
     if measured.diagnostics is not None:
         doc["diagnostics"] = measured.diagnostics

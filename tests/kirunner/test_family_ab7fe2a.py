@@ -472,6 +472,33 @@ def test_dyt_at_ab7fe2a_times_as_run_speed_benchmark(monkeypatch):
     assert spec.recipe(False) == "fixed_dy_release"  # no commit: the script the spec mirrored
 
 
+def test_dyt_at_ab7fe2a_draws_dy_like_y_and_times_with_rep_10(monkeypatch):
+    """run_speed_benchmark draws randn_like(y), and y is float32 (the parameters are): a dy of
+    x's bfloat16 cost a cast per call (the runner read 1.12-1.13 of the script's backward);
+    and its rep is 10, not the 500 of the script before c2f4c020."""
+    from kirunner.building import at_commit
+    from kirunner.runner import _rep
+
+    spec = get_spec("dyt_beta=False")
+    wl = spec.scale_down(spec.resolve(DYT)[0])
+    grads: list = []
+    tensor_backward = torch.Tensor.backward
+
+    def spy(self, gradient=None, *args, **kw):
+        grads.append((self.dtype, gradient.dtype))
+        return tensor_backward(self, gradient, *args, **kw)
+
+    with at_commit("ab7fe2a"):
+        impl = spec.build(wl, "torch", torch.device("cpu"), "0.7.0")
+        fn, _ = protocol.speed_closure(spec, impl, wl, "cpu", torch.Generator(), "backward")
+        monkeypatch.setattr(torch.Tensor, "backward", spy)
+        fn()
+        assert _rep(spec, {"rep": None}, None) == (10.0, "upstream")
+    assert grads == [(torch.float32, torch.float32)]
+    with at_commit("02bac05"):
+        assert _rep(spec, {"rep": None}, None) == (500.0, "upstream")
+
+
 def test_a_ci_job_hands_its_commit_to_the_families():
     params = {**DYT, "beta": False}
     job = make_job("dyt_beta=False", provider="torch", pass_="full", parameters=params, rep=5,

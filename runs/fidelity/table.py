@@ -103,7 +103,8 @@ def fidelity_of(
     """The table's row for the cell's kernel, provider, pass and metric; not measured where
     the source has no table or the table no row, or where the row was measured beside the
     script at other commits than the run's `commit` and the kernel's script measures
-    otherwise at the run's (script_changes)."""
+    otherwise at the run's (script_changes). For such a kernel, the row's status is the one it
+    has at the run's commit."""
     row_anchor = anchor(kernel, timed_pass, metric, provider)
     row = _rows_by_key(source_slug).get((kernel, provider, timed_pass, metric))
     if row is None:
@@ -124,10 +125,21 @@ def fidelity_of(
             row.get("gpu", ""),
             row.get("date", ""),
         )
+    status, reason = _at_commit(row, commit) if changed and commit else (None, None)
     return Fidelity(
-        row["status"],
-        row["reason"],
+        status or row["status"],
+        reason or row["reason"],
         page_url(source_slug, row_anchor),
         row.get("gpu", ""),
         row.get("date", ""),
     )
+
+
+def _at_commit(row: dict, commit: str) -> tuple[str | None, str | None]:
+    """The status and reason the row has at `commit` alone (its byCommit entry): where the
+    script measures otherwise at each commit, one commit's comparison says nothing of the
+    other's, so the merged status (established only where every commit is) does not apply."""
+    for measured, entry in (row.get("byCommit") or {}).items():
+        if _same_commit(commit, measured):
+            return entry["status"], entry["reason"]
+    return None, None

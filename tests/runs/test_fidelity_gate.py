@@ -123,16 +123,23 @@ def at_commit(commit: str) -> dict:
     return {"publication": PublicationFactory(source=source, slug=commit, upstream_commit=commit)}
 
 
-def test_a_row_measured_at_another_commit_carries_only_where_the_script_measures_alike(db):
-    """DyT's rows were measured beside benchmark_dyt.py at 02bac05, which Liger-Kernel rewrote
-    by ab7fe2a (data/fidelity/script-changes/): they establish nothing for an ab7fe2a row. A
+def test_a_row_measured_at_another_commit_carries_only_where_the_script_measures_alike(
+    db, monkeypatch
+):
+    """DyT's script was rewritten between 02bac05 and ab7fe2a (data/fidelity/script-changes/):
+    a row measured beside it at one commit establishes nothing for a run of the other. A
     kernel whose script measures alike at both commits carries its row either way."""
     note = "compiled, as in the script's process (one of the first 8 cells it met)"
-    old = ci_run("dyt_beta=False", "torch_compile", "forward", "latency", **at_commit("02bac05"))
-    assert decide(old, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
-    new = ci_run("dyt_beta=False", "torch_compile", "forward", "latency",
-                 **at_commit("ab7fe2ad" + "0" * 32))  # fmt: skip
-    out = decide(new, device_bound(0.385536), {"notes": [note]})
+    key = ("dyt_beta=False", "torch_compile", "forward", "latency")
+    row = next(r for r in TABLE_ROWS if (r["kernel"], r["provider"], r["pass"], r["metric"]) == key)
+    at_02bac05 = row | {"upstreamCommits": ["02bac05"],
+                        "byCommit": {"02bac05": row["byCommit"]["02bac05"]}}  # fmt: skip
+    old = ci_run(*key, **at_commit("02bac05"))
+    new = ci_run(*key, **at_commit("ab7fe2ad" + "0" * 32))
+    with monkeypatch.context() as m:  # the row as it was before ab7fe2a's script was run
+        m.setattr(fidelity, "_rows_by_key", lambda slug: {key: at_02bac05})
+        assert decide(old, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
+        out = decide(new, device_bound(0.385536), {"notes": [note]})
     assert out.level == Evidence.CHECKED
     assert out.facts["withheld"]["level"] == Evidence.REPRODUCED
     assert out.facts["fidelity"]["status"] == fidelity.NOT_MEASURED
@@ -148,6 +155,23 @@ def test_a_row_measured_at_another_commit_carries_only_where_the_script_measures
     assert decide(geglu, device_bound(0.385536)).level == Evidence.CHECKED
 
 
+def test_a_changed_script_row_measured_at_both_commits_is_judged_at_the_runs_commit(db):
+    """DyT torch_compile backward is established beside the script at 02bac05 and not at
+    ab7fe2a (the runner read 1.13 of the rewritten script): each commit's run gets its own."""
+    key = ("dyt_beta=False", "torch_compile", "backward", "latency")
+    row = next(r for r in TABLE_ROWS if (r["kernel"], r["provider"], r["pass"], r["metric"]) == key)
+    assert {c: e["status"] for c, e in row["byCommit"].items()} == {
+        "02bac05": fidelity.ESTABLISHED, "ab7fe2a": fidelity.NOT_ESTABLISHED}  # fmt: skip
+    note = "compiled, as in the script's process (one of the first 8 cells it met)"
+    old = ci_run(*key, **at_commit("02bac05"))
+    assert decide(old, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
+    new = ci_run(*key, **at_commit("ab7fe2ad" + "0" * 32))
+    out = decide(new, device_bound(0.385536), {"notes": [note]})
+    assert out.level == Evidence.CHECKED
+    assert out.facts["fidelity"]["status"] == fidelity.NOT_ESTABLISHED
+    assert out.facts["fidelity"]["reason"].startswith("at ab7fe2a: device-bound runner/script")
+
+
 def test_every_script_change_names_a_kernel_of_the_table():
     changes = fidelity.script_changes("liger-kernel-ci")
     kernels = {r["kernel"] for r in TABLE_ROWS}
@@ -156,14 +180,14 @@ def test_every_script_change_names_a_kernel_of_the_table():
 
 
 def test_a_kernel_not_measured_is_checked_and_says_so(db):
-    run = ci_run("embedding", "liger", "forward", "latency")
+    run = ci_run("distill_jsd_loss", "liger", "forward", "latency")
     out = decide(run, device_bound(0.385536))
     assert out.level == Evidence.CHECKED
     assert out.facts["why"].startswith("fidelity not measured")
     assert out.facts["withheld"]["level"] == Evidence.REPRODUCED
-    assert out.facts["fidelity"]["url"].endswith("#embedding-forward-latency-liger")
+    assert out.facts["fidelity"]["url"].endswith("#distill_jsd_loss-forward-latency-liger")
     # Its script was run and gave no row: the row says so rather than "not run".
-    assert "benchmark_embedding.py" in out.facts["fidelity"]["reason"]
+    assert "benchmark_distill_jsd_loss.py" in out.facts["fidelity"]["reason"]
 
 
 def test_a_source_without_a_table_is_not_measured(db):
@@ -195,12 +219,12 @@ def test_a_row_not_established_is_checked_with_its_reason(db, monkeypatch):
 
 
 def test_a_verdict_shows_its_fidelity_row_on_the_run_page(db, client):
-    run = ci_run("embedding", "liger", "forward", "latency")
+    run = ci_run("distill_jsd_loss", "liger", "forward", "latency")
     evidence.evidence_apply(
         run=run, controlled_run=None, outcome=decide(run, device_bound(0.385536)), cause="test"
     )
     html = client.get(run.get_absolute_url()).content.decode()
-    assert 'href="/sources/liger-kernel-ci/fidelity/#embedding-forward-latency-liger"' in html
+    assert 'href="/sources/liger-kernel-ci/fidelity/#distill_jsd_loss-forward-latency-liger"' in html
     assert "fidelity not measured" in html
 
 

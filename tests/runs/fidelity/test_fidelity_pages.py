@@ -97,7 +97,8 @@ def test_the_page_and_api_say_which_commit_each_row_was_measured_at(db, client):
     assert "<code>benchmark/scripts/benchmark_dyt.py</code>, rewritten at c2f4c020" in page
     data = client.get("/api/v1/sources/liger-kernel-ci/fidelity/").json()
     by_key = {(r["kernel"], r["provider"], r["timed_pass"], r["metric"]): r for r in data["rows"]}
-    assert by_key[("dyt_beta=False", "torch", "full", "memory")]["upstream_commits"] == ["02bac05"]
+    dyt_memory = by_key[("dyt_beta=False", "torch_compile", "full", "memory")]
+    assert dyt_memory["upstream_commits"] == ["02bac05", "ab7fe2a"]
     assert by_key[("kl_div", "torch", "forward", "latency")]["upstream_commits"] == ["ab7fe2a"]
     assert set(data["script_changes"]) == {"dyt_beta=False", "dyt_beta=True", "geglu", "swiglu"}
     not_measured = [r for r in data["rows"] if r["status"] == "not-measured"]

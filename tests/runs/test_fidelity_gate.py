@@ -224,7 +224,9 @@ def test_a_verdict_shows_its_fidelity_row_on_the_run_page(db, client):
         run=run, controlled_run=None, outcome=decide(run, device_bound(0.385536)), cause="test"
     )
     html = client.get(run.get_absolute_url()).content.decode()
-    assert 'href="/sources/liger-kernel-ci/fidelity/#distill_jsd_loss-forward-latency-liger"' in html
+    assert (
+        'href="/sources/liger-kernel-ci/fidelity/#distill_jsd_loss-forward-latency-liger"' in html
+    )
     assert "fidelity not measured" in html
 
 

@@ -221,3 +221,21 @@ def test_server_and_runner_share_the_rule() -> None:
     doc = {"b": 1.5e-7, "a": [4096.0, "\u00e9"]}
     assert canonical.canonical_json(doc) == sign.canonicalize(doc) == rfc8785.dumps(doc)
     assert sign.canonicalize is canonicalize
+
+
+def test_numbers_put_aside_are_written_back_in_the_packages_form() -> None:
+    """A document whose floats print otherwise under ECMAScript rules (4096.0, 1e-07, 1e+21)
+    takes the C encoder with those numbers written back; the bytes are the package's."""
+    from kirunner import canonical
+
+    doc = {"samples": [4096.0, 1e-07, 0.5, -0.0, 1e21, 123456789012345680.0], "n": 3, "u": "é"}
+    assert canonical._with_numbers_put_back(doc) is not None
+    assert canonicalize(doc) == rfc8785.dumps(doc)
+    # A string that happens to be a marker is not mistaken for one: the package decides.
+    forged = {"a": 1.0, "b": f"{canonical._TOKEN}:0"}
+    assert canonical._with_numbers_put_back(forged) is None
+    assert canonicalize(forged) == rfc8785.dumps(forged)
+    # A non-ASCII key still goes to the package (UTF-16 key order).
+    assert canonical._with_numbers_put_back({"\U0001f600": 1.0, "\ufb33": 2.0}) is None
+    with pytest.raises(CanonicalizationError):
+        canonicalize({"a": 1.0, "b": float("nan")})

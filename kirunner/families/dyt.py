@@ -35,7 +35,8 @@ SCRIPT_ORDER = tuple((beta, 1024 * i) for beta in (False, True) for i in range(1
 # run_memory_benchmark: backward with dy = randn_like(y) drawn once, full with
 # randn_like(y) drawn inside the timed call and retain_graph=True (style `random_dy`), the
 # memory function reading the pass, and do_bench's rep 10 (run_speed_benchmark's default).
-# y is float32 there (bf16 x times the float32 parameters), so dy is too. Of the publications in data/liger-ci only ab7fe2a is.
+# y is float32 there (bf16 x times the float32 parameters), so dy is too. Of the publications
+# in data/liger-ci only ab7fe2a is.
 REFACTORED_AT = ("ab7fe2a",)
 
 

@@ -39,6 +39,7 @@ PASSES = ("forward", "backward", "full", "no-grad-forward")
 METRIC_ALIASES = {"latency": "latency", "speed": "latency", "memory": "memory"}
 DEFAULT_QUANTILES = (0.5, 0.2, 0.8)
 RELEASE = re.compile(r"^v?\d+\.\d+")
+COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 class JobError(ValueError):
@@ -109,6 +110,13 @@ def validate_job(job: Any) -> dict[str, Any]:
         out["commit"] = str(revision)
         revision = None
     out["revision"] = revision or protocol.get("ligerVersion") or None
+    # The commit the row's script ran at, for every provider; jobs issued before the server
+    # sent it carry it in a Liger row's revision only.
+    commit = protocol.get("upstreamCommit")
+    if commit is not None:
+        if not isinstance(commit, str) or not COMMIT.match(commit):
+            raise JobError(f"protocol.upstreamCommit must be a git commit id, got {commit!r}")
+        out["commit"] = commit
     return out
 
 
@@ -432,8 +440,8 @@ def _build(
     impl_json = impl.info.as_json()
     if spec_job["provider"] == "liger":
         impl_json["requestedRevision"] = revision
-        if "commit" in spec_job:
-            impl_json["upstreamCommit"] = spec_job["commit"]
+    if "commit" in spec_job:  # the script's commit the measurement followed
+        impl_json["upstreamCommit"] = spec_job["commit"]
     payload["implementation"] = impl_json
     if impl.info.package == "liger-kernel":
         # The release was imported from KIRUNNER_LIGER_ROOT, which package metadata

@@ -87,6 +87,10 @@ def job_document_for(run: Run, header: dict) -> dict:
             # kernels, 500, 100 or 10 for others), not one number for all.
             "rep": None,
             "ligerVersion": run.labels.get("liger_version"),
+            # The commit upstream's script ran at (a CI row; null for the benchmark CSV's
+            # rows): a family whose script changed between commits measures as that commit's
+            # script does, whatever the provider (a torch row names no Liger revision).
+            "upstreamCommit": run.labels.get("upstream_commit") or None,
         },
     }
 

@@ -10,6 +10,10 @@ filed by the first call that returns it, and `logs/result-calls.json` names that
 that did not finish (`unavailable`, `error`) are not kept; the runner logs go to
 `logs/<call>-*`, and the scripts' CSVs, logs and nvidia-smi samples to `<scripts>/<call>/`.
 Then every job with a result is copied to `jobs/`, every other one to `unrun/`.
+
+`--replace GROUP` (a group folder of --jobs, repeatable): jobs measured again after a runner
+fix. The first result a call returns for one of them replaces the one on file, and
+`logs/replaced.json` names the call whose result it replaced (kept in git history).
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ def main() -> None:
     ap.add_argument("--batch", required=True, type=Path)
     ap.add_argument("--jobs", required=True, type=Path, help="the issued jobs, in group folders")
     ap.add_argument("--scripts", required=True, type=Path)
+    ap.add_argument("--replace", action="append", default=[], help="a group measured again")
     ap.add_argument("archives", nargs="+", help="CALL:PATH of each call's tar.gz")
     args = ap.parse_args()
+    again = {f"{j.stem}.json" for g in args.replace for j in (args.jobs / g).glob("*.json")}
+    replaced_file = args.batch / "logs" / "replaced.json"
+    replaced = json.loads(replaced_file.read_text()) if replaced_file.exists() else {}
     batch = args.batch
     for sub in ("results", "repeats", "logs", "jobs", "unrun"):
         (batch / sub).mkdir(parents=True, exist_ok=True)
@@ -52,6 +60,8 @@ def main() -> None:
                     if rep == 1
                     else batch / "repeats" / f"{stem}.r{rep}.json"
                 )
+                if dest.name in again and dest.name not in replaced and dest.name in calls:
+                    replaced[dest.name] = calls.pop(dest.name)
                 if dest.name in calls:
                     continue
                 shutil.copyfile(res, dest)
@@ -80,6 +90,8 @@ def main() -> None:
                 for f in repro.glob("result-*.json"):
                     shutil.copyfile(f, dest / f.name)
     calls_file.write_text(json.dumps(calls, indent=1, sort_keys=True) + "\n")
+    if replaced:
+        replaced_file.write_text(json.dumps(replaced, indent=1, sort_keys=True) + "\n")
     ran = {name.removesuffix(".json") for name in calls if not re.search(r"\.r\d+\.json$", name)}
     for job in sorted(args.jobs.glob("*/*.json")):
         where = "jobs" if job.stem in ran else "unrun"

@@ -512,6 +512,31 @@ def test_a_ci_job_hands_its_commit_to_the_families():
     assert not any("c2f4c020" in n for n in payload["implementation"]["notes"])
 
 
+def test_a_torch_row_of_a_ci_commit_measures_as_that_commits_script():
+    # A torch row names no Liger revision: before the job sent protocol.upstreamCommit, every
+    # torch and torch_compile DyT job of ab7fe2a ran as 02bac05's script (rep 500, dy like x).
+    params = {**DYT, "beta": True}
+    job = make_job("dyt_beta=True", provider="torch", pass_="backward", parameters=params,
+                   rep=None, revision="0.7.0")  # fmt: skip
+    job["implementation"] = {"project": "pytorch", "revision": None}
+    before = run_job(job, seed=1, force_cpu=True)["payload"]
+    job["protocol"]["upstreamCommit"] = "ab7fe2a"
+    after = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert before["status"] == after["status"] == "ok", (before["error"], after["error"])
+    assert not any("c2f4c020" in n for n in before["implementation"]["notes"])
+    assert any("c2f4c020" in n for n in after["implementation"]["notes"])
+    assert after["implementation"]["upstreamCommit"] == "ab7fe2a"
+
+
+@pytest.mark.parametrize("bad", ["", "main", "AB7FE2A", 7, "ab7fe2a; rm -rf /"])
+def test_an_upstream_commit_that_is_no_commit_id_is_refused(bad):
+    job = make_job("dyt_beta=True", provider="torch", parameters={**DYT, "beta": True})
+    job["protocol"]["upstreamCommit"] = bad
+    payload = run_job(job, seed=1, force_cpu=True)["payload"]
+    assert payload["status"] == "invalid"
+    assert "protocol.upstreamCommit" in payload["error"]
+
+
 # -- cpo, simpo, dpo: modules built once from 0.6.1 (1ea9175a), as at ab7fe2a --------------
 PREF = {"seq": 1024, "hidden": 4096, "V": 128256, "dtype": "bf16", "batch": 4}
 DPO = {**PREF, "bias": True, "beta": 0.1, "ignore_index": 42}

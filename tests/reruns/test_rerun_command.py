@@ -73,6 +73,7 @@ def test_order_and_export_the_example_run(example_run, tmp_path):
     assert doc["protocol"]["family"] == "liger_kernel_bench"
     assert doc["protocol"]["quantiles"] == [0.5, 0.2, 0.8]
     assert doc["protocol"]["ligerVersion"] == "0.6.1"
+    assert doc["protocol"]["upstreamCommit"] is None  # a benchmark CSV row: no script commit
     # Offline jobs are never sent to a broker; stdout export works too.
     assert json.loads(_call("export", job_uuid)) == doc
 
@@ -87,6 +88,20 @@ def test_the_runner_accepts_the_exported_job(example_run):
 
     checked = validate_job(json.loads(json.dumps(job_document(job))))
     assert checked["job_id"] == str(job.uuid) and checked["metric"] == "latency"
+
+
+def test_a_ci_rows_job_names_the_commit_its_script_ran_at_for_every_provider(example_run):
+    """A CI row's torch or huggingface provider names no Liger revision; the commit reaches the
+    runner anyway, so a family whose script changed (DyT at ab7fe2a) measures as it did."""
+    validate_job = pytest.importorskip("kirunner.runner").validate_job
+    from reruns.controlled import job_document
+
+    example_run.labels = {**example_run.labels, "upstream_commit": "ab7fe2a"}
+    example_run.save(update_fields=["labels"])
+    doc = job_document(job_for(example_run, gpu_class="h100"))
+    assert doc["implementation"]["revision"] is None
+    assert doc["protocol"]["upstreamCommit"] == "ab7fe2a"
+    assert validate_job(json.loads(json.dumps(doc)))["commit"] == "ab7fe2a"
 
 
 def test_export_refuses_what_it_cannot_export(example_run, bob):

@@ -88,6 +88,15 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
             raise JSONLimitError(f"not UTF-8 text ({exc.reason})") from None
     if depth_over(data, max_depth):
         raise JSONLimitError(f"nested deeper than {max_depth} levels")
+    # The C parser first: the walk refuses every value the hooks below would (a NaN, an
+    # overflow to infinity, an integer beyond 2^53 - 1), and only then is the text parsed
+    # again with them, so that the refusal names the number as it was written.
+    try:
+        value = json.loads(data)
+    except ValueError:  # a parse error, or an integer of thousands of digits
+        value = _Refused("")
+    if not isinstance(value, _Refused) and _problem(value, max_depth, 0, ()) is None:
+        return value
     value = json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
     problem = _problem(value, max_depth, 0, ())
     if problem:
@@ -118,6 +127,10 @@ def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, 
     if isinstance(value, dict):  # a key is checked where its object is
         children = [(path, key) for key in value] + [((*path, k), v) for k, v in value.items()]
     elif isinstance(value, list):
+        # A result's samples, thousands of floats, checked in C: a sum is finite only when
+        # every term is (finite terms that overflow it are walked one by one below).
+        if set(map(type, value)) == {float} and math.isfinite(sum(value)):
+            return None
         children = [((*path, i), item) for i, item in enumerate(value)]
     else:
         return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kilib import jsonbounds
@@ -50,3 +52,16 @@ def test_bytes_that_are_not_utf8_are_refused():
 def test_a_parsed_value_is_held_to_the_same_bounds():
     assert jsonbounds.value_problem({"a": [1, "b"]}) is None
     assert jsonbounds.value_problem({"a": float("inf")}) == "inf is not a finite number (at a)"
+
+
+def test_a_list_of_floats_is_checked_whole_and_still_refuses_each_bad_number():
+    # Finite floats whose sum overflows are all allowed; a NaN or an overflow anywhere in a
+    # long sample list is still refused, at its place and as it was written.
+    big = [1e308] * 3 + [0.5] * 1000
+    assert jsonbounds.loads(json.dumps({"samples": big})) == {"samples": big}
+    for bad, why in (("NaN", "NaN is not a number"), ("1e999", "the number 1e999 is too large")):
+        text = '{"samples": [' + ", ".join(["0.25"] * 500 + [bad] + ["0.5"] * 500) + "]}"
+        with pytest.raises(jsonbounds.JSONLimitError, match=why) as caught:
+            jsonbounds.loads(text)
+        assert caught.value.path == ("samples", 500)
+    assert jsonbounds.value_problem([0.1, float("inf")]) is not None

@@ -181,3 +181,22 @@ def test_evidence_moves_and_approved_attestations_reach_watchers(
         attestation_moderate(attestations=[item], moderator=make_staff(), state="approved")
     assert len(mail.outbox) == 2 and "New reproduction by carol" in mail.outbox[1].body
     assert Notice.objects.filter(user=alice).count() == 2
+
+
+def test_a_level_moved_with_nobody_watching_evidence_costs_one_query(
+    alice, settings, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    from attestations.watching.services import notices_for_evidence
+    from tests.factories import RunFactory
+
+    settings.CELERY_BROKER_URL = None
+    run = Run.objects.select_related("group", "implementation").get(pk=RunFactory().pk)
+    watch_start(user=alice, target="cell", run=run, events={**EVERYTHING, "evidence": False})
+    with django_capture_on_commit_callbacks(execute=False) as hooks:
+        evidence_apply(run=run, controlled_run=None, outcome=Outcome("checked"), cause="test")
+    event = run.evidence_events.get()
+    with django_assert_num_queries(1):
+        assert notices_for_evidence(event_id=event.pk) == 0
+    Watch.objects.update(evidence=True)
+    assert notices_for_evidence(event_id=event.pk) == 1  # once watched, delivered
+    assert len(hooks) >= 1 and len(mail.outbox) == 1

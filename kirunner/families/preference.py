@@ -175,21 +175,13 @@ def hf_alignment_loss(weight, x, target, bias, alignment, *, ignore_index, alpha
     model; `alignment` returns (losses, *aux)."""
     import torch
 
-    outputs = x @ weight.t()
-    if bias is not None:
-        outputs = outputs + bias
-    all_logits = outputs.float()
-    half = x.shape[0] // 2
-    nll = torch.tensor(0.0, device=all_logits.device)
-    if compute_nll:
-        chosen = all_logits[:half]
-        nll = torch.nn.CrossEntropyLoss(ignore_index=ignore_index)(
-            chosen.view(-1, chosen.shape[-1]), target[:half].view(-1).to(chosen.device)
-        )
-    chosen_logps, rejected_logps = _split(
-        hf_batch_logps(all_logits, target, ignore_index, average), labels, unpaired
+    # The policy's forward in a function of its own, as upstream's concatenated_forward: the
+    # logits it made and does not return (the bf16 product, and the float32 copy where the
+    # chosen and rejected logits are copies) are freed before the reference's are made,
+    # so both peak alike (one bf16 logits tensor apart, dpo on the H100, when this was inline).
+    chosen_logps, rejected_logps, chosen_logits, rejected_logits, nll = _concatenated_forward(
+        weight, x, target, bias, ignore_index, compute_nll, average, unpaired, labels
     )
-    chosen_logits, rejected_logits = _split(all_logits, labels, unpaired)
     if ref is not None:
         ref_input, ref_weight, ref_bias = ref
         with torch.no_grad():
@@ -209,6 +201,29 @@ def hf_alignment_loss(weight, x, target, bias, alignment, *, ignore_index, alpha
         out = (chosen_logps.detach().sum(), rejected_logps.detach().sum(),
                chosen_logits.detach().sum(), rejected_logits.detach().sum())  # fmt: skip
     return loss, (*out, *aux)
+
+
+def _concatenated_forward(weight, x, target, bias, ignore_index, compute_nll, average,
+                          unpaired, labels):  # fmt: skip
+    """HFAlignmentLoss.concatenated_forward."""
+    import torch
+
+    outputs = x @ weight.t()
+    if bias is not None:
+        outputs = outputs + bias
+    all_logits = outputs.float()
+    half = x.shape[0] // 2
+    nll = torch.tensor(0.0, device=all_logits.device)
+    if compute_nll:
+        chosen = all_logits[:half]
+        nll = torch.nn.CrossEntropyLoss(ignore_index=ignore_index)(
+            chosen.view(-1, chosen.shape[-1]), target[:half].view(-1).to(chosen.device)
+        )
+    chosen_logps, rejected_logps = _split(
+        hf_batch_logps(all_logits, target, ignore_index, average), labels, unpaired
+    )
+    chosen_logits, rejected_logits = _split(all_logits, labels, unpaired)
+    return chosen_logps, rejected_logps, chosen_logits, rejected_logits, nll
 
 
 def hf_cpo_sigmoid(chosen_logps, rejected_logps, beta=BETA, label_smoothing=0.0):

@@ -268,3 +268,44 @@ def test_the_job_issuer_issues_every_row_and_the_runner_accepts_each(db):
         assert unused == {"mode": "forward"} and wl["dtype"] == "bf16"
         issued[run.benchmark.slug] += 1
     assert issued == ROWS
+
+
+@pytest.mark.parametrize("unpaired", [False, True], ids=["dpo", "kto"])
+def test_the_policy_logits_are_gone_when_the_reference_logits_are_made(monkeypatch, unpaired):
+    """HFAlignmentLoss makes the policy's logits in concatenated_forward and the reference's
+    after it returns: its bf16 product (and, for KTO, whose chosen and rejected logits are
+    copies, its float32 logits) are freed by then. Written inline, the baseline held them
+    through the reference's: one bf16 logits tensor more at dpo's peak on the H100, two at
+    kto's (bench/fidelity/h100-ab7fe2a/README.md)."""
+    import gc
+
+    from kirunner.families import preference
+
+    b, t, h, v = 4, 8, 16, 64
+    gen = torch.Generator().manual_seed(0)
+    x, ref_x = (torch.randn(b, t, h, generator=gen).bfloat16() for _ in range(2))
+    weight, ref_weight = (torch.randn(v, h, generator=gen).bfloat16() for _ in range(2))
+    weight.requires_grad_(True)
+    bias = torch.zeros(v, dtype=torch.bfloat16, requires_grad=True)
+    target = torch.randint(0, v, (b, t), generator=gen)
+    live: list[dict] = []
+    logps = preference.hf_batch_logps
+
+    def spy(logits, labels, ignore_index, average):
+        if not torch.is_grad_enabled():  # the reference's, made under no_grad
+            gc.collect()
+            shaped = [o for o in gc.get_objects() if torch.is_tensor(o) and o.shape == (b, t, v)]
+            live.append({d: sum(o.dtype == d for o in shaped) for d in (torch.bfloat16, torch.float32)})
+        return logps(logits, labels, ignore_index, average)
+
+    monkeypatch.setattr(preference, "hf_batch_logps", spy)
+    alignment, extra = (hf_kto, {"kl": torch.zeros(1)}) if unpaired else (hf_dpo, {})
+    labels = torch.tensor([True, False, True, True]) if unpaired else None
+    loss, _ = hf_alignment_loss(weight, x, target, bias, alignment, ignore_index=42,
+                                compute_nll=False, unpaired=unpaired, labels=labels,
+                                ref=(ref_x, ref_weight, None), beta=0.1, **extra)  # fmt: skip
+    loss.backward()
+    # bf16: the reference's own logits only. float32: the policy's log-softmax, which autograd
+    # keeps for backward, and for dpo the policy's logits, of which the chosen and rejected
+    # logits concatenated_forward returns are views (KTO's are copies).
+    assert live == [{torch.bfloat16: 1, torch.float32: 1 if unpaired else 2}]

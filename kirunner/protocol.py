@@ -39,7 +39,8 @@ kernels, and the differences matter for what is timed (and allocated):
 ``mhc_loss`` (mhc_coeffs, mhc_pre, mhc_post_res)
     the loss is the sum of the outputs' mean squares. forward runs on tensors that do not
     require grad (the script draws them so for forward), with no grad_to_none; backward =
-    ``loss.backward(retain_graph=True)`` on one forward; full = forward + ``loss.backward()``;
+    ``loss.backward(retain_graph=True)`` on one forward; full = forward + ``loss.backward()``
+    (for memory with the outputs held until backward returns, as bench_memory_mhc's locals);
     grad_to_none = the inputs and the implementation module's parameters.
 ``*_full`` memory styles (group_norm, jsd, kl_div, tvd, sparsemax)
     these scripts' bench_memory_* ignore the pass and always measure full (forward and
@@ -288,6 +289,15 @@ def _mhc_loss(case: _Case, mode: str, *, for_memory: bool) -> tuple[Closure, lis
     if mode == "backward":
         y = loss()
         return lambda: y.backward(retain_graph=True), g2n
+    if for_memory:
+        # bench_memory_mhc holds the outputs in locals (`out`; `hp, hpo, hr`) until backward
+        # returns, so they stay in its peak after autograd let go of them: one float32
+        # [B, T, C] for mhc_pre's torch line, the bf16 output for liger's.
+        def full() -> None:
+            outs = case.forward()
+            sum(o.square().mean() for o in outs).backward()
+
+        return full, g2n
     return (lambda: loss().backward()), g2n
 
 

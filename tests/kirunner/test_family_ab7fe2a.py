@@ -566,3 +566,33 @@ def test_preference_modules_are_built_once_from_0_6_1(name, params):
     assert {id(p) for p in held} == {id(p) for p in once.module.module.parameters()}
     per_call = spec.build(wl, "huggingface", torch.device("cpu"), "0.6.0").module
     assert list(per_call.parameters()) == []
+
+
+@pytest.mark.parametrize("name", ["mhc_pre", "mhc_post_res"])
+def test_mhc_memory_holds_the_outputs_through_backward_as_the_script(name):
+    """bench_memory_mhc's full(): `out = ...; out.square().mean().backward()`, the output a
+    local until backward returns. The runner freed it mid-backward and read one float32
+    [B, T, C] below the script for mhc_pre torch on the H100 (128 MiB at seq 1,024)."""
+    from kirunner import harness
+
+    spec = get_spec(name)
+    wl = spec.scale_down(spec.resolve(UPSTREAM[name])[0])
+    impl = spec.build(wl, "torch", torch.device("cpu"), "0.7.0")
+    case = protocol._Case(spec, impl, wl, "cpu", torch.Generator().manual_seed(0), True)
+    runner, _ = protocol._STYLES[spec.recipe(True)](case, "full", for_memory=True)
+
+    def script():
+        (out,) = case.forward()
+        out.square().mean().backward()
+
+    params = list(impl.module.parameters()) if impl.module is not None else []
+    peaks = {"first": [], "script": [], "runner": []}
+    # The first profiled measurement reads lower; then script and runner in turns.
+    for who in ("first", "script", "runner", "runner", "script"):
+        for t in [*case.leaves.values(), *params]:
+            t.grad = None  # each measurement from the same state
+        fn = runner if who == "runner" else script
+        peaks[who].append(harness.memory_cpu(lambda fn=fn: fn, quantiles=[0.5]).quantiles[0])
+    out_mib = wl["B"] * wl["seq"] * wl["C"] * 4 / 2**20  # the float32 [B, T, C] at stake
+    apart = abs(sum(peaks["runner"]) - sum(peaks["script"])) / 2
+    assert apart < out_mib / 4, (peaks, out_mib)

@@ -8,7 +8,7 @@ from django.http import HttpRequest
 
 from attestations.models import Attestation, Report
 from runs.extensions import RunPanel
-from runs.read.freshness import activity_of, kept
+from runs.read.freshness import activity_of, cached
 
 
 def _has_activity(run) -> bool:
@@ -82,7 +82,7 @@ MEASURED_PANEL = RunPanel(
 def benchmarks_with_measured() -> frozenset[int]:
     """Benchmarks (by pk) with any approved measured reproduction, kept under the version of
     every attestations write: the pages of the others ask nothing."""
-    return kept(
+    return cached(
         "attestations:benchmarks-with-measured",
         [activity_of("attestations")],
         lambda: Attestation.objects.approved().measured().benchmark_ids(),

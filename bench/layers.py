@@ -5,8 +5,8 @@ value kept for a page, is keyed by the versions it reads. Its layers, each of wh
 do without and stay correct:
 
     page cache     anonymous GETs answered from the stored page (runs/read/page_cache.py)
-    kept values    the costly parts of a page kept under the versions (freshness.kept,
-                   kept_many), in the shared cache and each process's copy of it
+    kept values    the costly parts of a page kept under the versions (freshness.cached,
+                   cached_many), in the shared cache and each process's copy of it
     process copy   the copy of kept values in each process (runs/read/store.py), which spares
                    the round trip to the shared cache
     tallies        the home and GPU pages' counts kept by triggers (runs/tallies.py), instead
@@ -69,34 +69,34 @@ def mode(name: str):
     """The layers of `name` turned off for the requests inside."""
     page_cache = settings.PAGE_CACHE_SECONDS
     largest = store.LARGEST
-    kept, kept_many = freshness.kept, freshness.kept_many
+    cached, cached_many = freshness.cached, freshness.cached_many
     if name != "every layer":
         settings.PAGE_CACHE_SECONDS = 0
     if name == "no process copy":
         store.LARGEST = -1  # no entry is copied in: each get goes to the shared cache
         store.clear_copy()
     if name == "nothing kept":
-        # The callers imported kept by name: patch it in every module that holds it.
-        freshness.kept = lambda name, scopes, compute, **kw: compute()
-        freshness.kept_many = lambda kind, ids, scopes, build: build(list(ids))
-        _swap(kept, freshness.kept, kept_many, freshness.kept_many)
+        # The callers imported cached by name: patch it in every module that holds it.
+        freshness.cached = lambda name, scopes, compute, **kw: compute()
+        freshness.cached_many = lambda kind, ids, scopes, build: build(list(ids))
+        _swap(cached, freshness.cached, cached_many, freshness.cached_many)
     try:
         yield
     finally:
         settings.PAGE_CACHE_SECONDS = page_cache
         store.LARGEST = largest
         if name == "nothing kept":
-            _swap(freshness.kept, kept, freshness.kept_many, kept_many)
-            freshness.kept, freshness.kept_many = kept, kept_many
+            _swap(freshness.cached, cached, freshness.cached_many, cached_many)
+            freshness.cached, freshness.cached_many = cached, cached_many
 
 
-def _swap(old_kept, new_kept, old_many, new_many) -> None:
+def _swap(old_one, new_one, old_many, new_many) -> None:
     for module in list(sys.modules.values()):
         names = getattr(module, "__dict__", {})
-        if names.get("kept") is old_kept:
-            module.kept = new_kept
-        if names.get("kept_many") is old_many:
-            module.kept_many = new_many
+        if names.get("cached") is old_one:
+            module.cached = new_one
+        if names.get("cached_many") is old_many:
+            module.cached_many = new_many
 
 
 def per_request(client: Client, url: str, requests: int) -> float:

@@ -9,7 +9,7 @@ cProfile's top entries by cumulative time.
         [--url /runs/8827e3bb/] [--requests 200] [--top 25] [--sort tottime]
 
 The figures are of the requests after a first one, which is what every reader but the first
-after a data change gets of the values kept under the data's version (runs.read.freshness.kept).
+after a data change gets of the values kept under the data's version (runs.read.freshness.cached).
 `--cold` measures that first reader instead: every key is new before each request.
 `--random` asks for the page of a different run each request, drawn at random from the whole
 index (readers arriving from links), instead of --url.

@@ -398,9 +398,9 @@ class ResultRecorder:
         _signed(envelope, self.keys, context)
         job = _job_of(payload, context, job)
         gpu_spec = _gpu_of(payload, context)
-        insane = _insane(job, payload, gpu_spec)
-        if insane:
-            raise _reject(RejectReason.IMPLAUSIBLE, insane, **context)
+        implausible = _why_implausible(job, payload, gpu_spec)
+        if implausible:
+            raise _reject(RejectReason.IMPLAUSIBLE, implausible, **context)
         try:
             with transaction.atomic():
                 locked = RerunJob.objects.select_for_update().get(pk=job.pk)
@@ -527,14 +527,14 @@ def _job_of(payload: dict, context: dict, known: RerunJob | None = None) -> Reru
     if job is None:
         raise _reject(RejectReason.FOREIGN_JOB, f"no job {job_ref!r}", **context)
     context["job"] = job
-    problem = _foreign(job, payload)
+    problem = _why_foreign(job, payload)
     if problem:
         raise _reject(RejectReason.FOREIGN_JOB, problem, **context)
     if job.is_finished or ResultReceipt.objects.filter(job=job).exists():
         raise _reject(RejectReason.REPLAY, f"job {job.uuid} is already {job.state}", **context)
     if job.state == JobState.AWAITING_APPROVAL or job.issued_at is None:
         raise _reject(RejectReason.FOREIGN_JOB, "the job was never approved", **context)
-    stale = _stale(job, payload)
+    stale = _why_stale(job, payload)
     if stale:
         raise _reject(RejectReason.STALE, stale, **context)
     return job
@@ -562,7 +562,7 @@ def _uuid_or_none(value):
         return None
 
 
-def _foreign(job: RerunJob, payload: dict) -> str:
+def _why_foreign(job: RerunJob, payload: dict) -> str:
     """Why the payload is not this job's result, or ''."""
     job_info = payload.get("job") or {}
     if job_info.get("nonce") != job.nonce:
@@ -582,7 +582,7 @@ def _foreign(job: RerunJob, payload: dict) -> str:
     return ""
 
 
-def _insane(job: RerunJob, payload: dict, gpu_spec) -> str:
+def _why_implausible(job: RerunJob, payload: dict, gpu_spec) -> str:
     """Why the figures of a measured result cannot be real (kirunner.sanity), or ''. Checked
     after the signature: a valid signature says who measured, not that the numbers are sane."""
     if payload.get("status") not in ("ok", "incorrect"):
@@ -605,7 +605,7 @@ def _insane(job: RerunJob, payload: dict, gpu_spec) -> str:
     return "the figures are not physically possible: " + "; ".join(problems) if problems else ""
 
 
-def _stale(job: RerunJob, payload: dict) -> str:
+def _why_stale(job: RerunJob, payload: dict) -> str:
     finished = _parse_time(payload.get("finishedAt"))
     if finished is None:
         return "finishedAt is missing or has no time zone"

@@ -35,7 +35,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from runs.read.freshness import kept, run_page
+from runs.read.freshness import cached, run_page
 
 # Where on the run page a panel goes: inside the Evidence section, under the level and its
 # verdict; or as a section of its own after the measurements.
@@ -126,7 +126,7 @@ class RunExtensions:
             return self._render_slots(request, run)
         if quiet is not None and run.activity == 0:
             return quiet
-        return kept(
+        return cached(
             f"run-panels:{run.pk}",
             run_page(run.public_id),
             lambda: self._render_slots(request, run),

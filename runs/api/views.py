@@ -21,12 +21,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kilib.schema import ERRORS
-from runs.api import serializers as s
+from runs.api import serializers
 from runs.api.base import StrictCursorPagination, StrictQueryMixin
 from runs.models import Benchmark, ComparisonGroup, Environment, Run, Source, TimedPass
 from runs.read import catalogue, exports
 from runs.read.filters import RunFilter
-from runs.read.freshness import DATA, kept, kept_many
+from runs.read.freshness import DATA, cached, cached_many
 from runs.read.page_cache import public_page
 
 HEX64 = "^[0-9a-f]{64}$"  # a sha256 digest's hex digits, as _hex_digest checks them
@@ -54,7 +54,7 @@ class AttachCatalogueMixin:
 class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     """Current runs, newest import first; filter with the same parameters as /runs/."""
 
-    serializer_class = s.RunSerializer
+    serializer_class = serializers.RunSerializer
     filterset_class = RunFilter
     pagination_class = StrictCursorPagination
 
@@ -65,7 +65,7 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
         # The page's ids and sort keys first; each run as the list shows it reads the run data
         # only, kept under its version, and the runs not kept are loaded in one query.
         page = self.page_keys()
-        shown = kept_many("api-run", [run["id"] for run in page], [DATA], self._represent)
+        shown = cached_many("api-run", [run["id"] for run in page], [DATA], self._represent)
         # A run deleted between the two queries is left out.
         return self.get_paginated_response([shown[r["id"]] for r in page if r["id"] in shown])
 
@@ -91,7 +91,7 @@ class RunList(AttachCatalogueMixin, StrictQueryMixin, generics.ListAPIView):
     description="One current run by its 8-character public id (as in /runs/<id>/), with its workload, implementation, protocol, environment, medians and evidence level.",
 )
 class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView):
-    serializer_class = s.RunDetailSerializer
+    serializer_class = serializers.RunDetailSerializer
     lookup_field = "public_id"
 
     def get_queryset(self):
@@ -101,7 +101,7 @@ class RunDetail(AttachCatalogueMixin, StrictQueryMixin, generics.RetrieveAPIView
         # The representation reads the run data only: kept under its version. A miss (404)
         # is not kept, since a client can ask for any number of ids that do not exist.
         public_id = self.kwargs["public_id"]
-        shown = kept(f"api-run-detail:{public_id}", [DATA], self._represent, keep=bool)
+        shown = cached(f"api-run-detail:{public_id}", [DATA], self._represent, keep=bool)
         if not shown:
             self.get_object()  # raises the 404 with its message
         return Response(shown)
@@ -129,7 +129,7 @@ class RunLookup(StrictQueryMixin, APIView):
             OpenApiParameter("source", {"type": "string", "minLength": 1}, required=True),
             OpenApiParameter("external_id", {"type": "string", "minLength": 1}, required=True),
         ],
-        responses=s.RunDetailSerializer,
+        responses=serializers.RunDetailSerializer,
     )
     def get(self, request: Request) -> Response:
         source = request.query_params.get("source", "")
@@ -141,7 +141,7 @@ class RunLookup(StrictQueryMixin, APIView):
         if run is None:
             raise NotFound(f"No current run of source {source!r} has external id {external_id!r}.")
         catalogue.attach([run])
-        return Response(s.RunDetailSerializer(run).data)
+        return Response(serializers.RunDetailSerializer(run).data)
 
 
 @method_decorator(public_page, name="dispatch")
@@ -150,7 +150,7 @@ class RunLookup(StrictQueryMixin, APIView):
     description="Every benchmark (kernel) with the number of current runs.",
 )
 class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
-    serializer_class = s.BenchmarkSerializer
+    serializer_class = serializers.BenchmarkSerializer
     pagination_class = StrictCursorPagination
     filter_backends: list = []
 
@@ -164,7 +164,7 @@ class BenchmarkList(StrictQueryMixin, generics.ListAPIView):
     description="One benchmark by its upstream name, with the number of current runs.",
 )
 class BenchmarkDetail(StrictQueryMixin, generics.RetrieveAPIView):
-    serializer_class = s.BenchmarkSerializer
+    serializer_class = serializers.BenchmarkSerializer
     lookup_field = "slug"
     filter_backends: list = []
 
@@ -207,7 +207,7 @@ class GroupFilterMixin:
 class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
     """Comparison groups; each one's ranked runs are at its detail URL."""
 
-    serializer_class = s.GroupSerializer
+    serializer_class = serializers.GroupSerializer
     pagination_class = StrictCursorPagination
     filter_backends: list = []
 
@@ -219,7 +219,7 @@ class GroupList(GroupFilterMixin, StrictQueryMixin, generics.ListAPIView):
     parameters=[OpenApiParameter("key", str, OpenApiParameter.PATH, pattern=HEX64)],
 )
 class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
-    serializer_class = s.GroupDetailSerializer
+    serializer_class = serializers.GroupDetailSerializer
     filter_backends: list = []
 
     def get_object(self):
@@ -244,7 +244,7 @@ class GroupDetail(StrictQueryMixin, generics.RetrieveAPIView):
     description="The upstream projects whose published results are imported, with their licenses.",
 )
 class SourceList(StrictQueryMixin, generics.ListAPIView):
-    serializer_class = s.SourceSerializer
+    serializer_class = serializers.SourceSerializer
     queryset = Source.objects.order_by("slug")
     pagination_class = None
     filter_backends: list = []
@@ -255,7 +255,7 @@ class SourceList(StrictQueryMixin, generics.ListAPIView):
     summary="Get one source", description="One source by its slug, e.g. liger-kernel-bench."
 )
 class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
-    serializer_class = s.SourceSerializer
+    serializer_class = serializers.SourceSerializer
     queryset = Source.objects.all()
     lookup_field = "slug"
     filter_backends: list = []
@@ -267,7 +267,7 @@ class SourceDetail(StrictQueryMixin, generics.RetrieveAPIView):
     description="Hardware and software environments (GPU, driver, CUDA, PyTorch) that runs were measured in.",
 )
 class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
-    serializer_class = s.EnvironmentSerializer
+    serializer_class = serializers.EnvironmentSerializer
     queryset = Environment.objects.select_related("gpu")
     pagination_class = StrictCursorPagination
     filter_backends: list = []
@@ -280,7 +280,7 @@ class EnvironmentList(StrictQueryMixin, generics.ListAPIView):
     parameters=[OpenApiParameter("digest", str, OpenApiParameter.PATH, pattern=HEX64)],
 )
 class EnvironmentDetail(StrictQueryMixin, generics.RetrieveAPIView):
-    serializer_class = s.EnvironmentSerializer
+    serializer_class = serializers.EnvironmentSerializer
     filter_backends: list = []
 
     def get_object(self):

@@ -14,7 +14,7 @@ from runs.changes.models import CellChange
 from runs.changes.pages import shown
 from runs.changes.serializers import ChangeSerializer
 from runs.models import Benchmark, Publication, Source
-from runs.read.freshness import DATA, kept_many
+from runs.read.freshness import DATA, cached_many
 from runs.read.page_cache import public_page
 
 
@@ -85,7 +85,7 @@ class ChangeList(StrictQueryMixin, generics.ListAPIView):
         page = self.paginate_queryset(
             self.filter_queryset(self.get_queryset()).values("id", "published_at")
         )
-        rows = kept_many("api-change", [c["id"] for c in page], [DATA], self._represent)
+        rows = cached_many("api-change", [c["id"] for c in page], [DATA], self._represent)
         # A change recomputed away between the two queries is left out.
         return self.get_paginated_response([rows[c["id"]] for c in page if c["id"] in rows])
 

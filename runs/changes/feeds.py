@@ -21,7 +21,7 @@ from runs.changes.models import CellChange
 from runs.changes.pages import shown
 from runs.models import Benchmark, Run, Source
 from runs.pages.units import scale
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 
 ENTRIES = 50
 
@@ -43,7 +43,9 @@ class _ChangesFeed(Feed):
         # kept under its version, per feed and object. An unknown slug or run raises its 404
         # before anything is kept.
         name = f"changes-feed:{type(self).__name__}:{'/'.join(map(str, kwargs.values()))}"
-        content, content_type = kept(name, [DATA], lambda: self._document(request, *args, **kwargs))
+        content, content_type = cached(
+            name, [DATA], lambda: self._document(request, *args, **kwargs)
+        )
         return HttpResponse(content, content_type=content_type)
 
     def _document(self, request: HttpRequest, *args, **kwargs) -> tuple[bytes, str]:

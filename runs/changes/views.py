@@ -16,7 +16,7 @@ from runs.changes.pages import (
     source_summary,
 )
 from runs.models import Source
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 from runs.read.page_cache import public_page
 
 
@@ -27,11 +27,11 @@ def source_changes(request: HttpRequest, slug: str) -> HttpResponse:
     # The counts and each page's sections read the run data only: counted and rendered once
     # per data change. The pager counts a range, so it asks nothing; get_page keeps the number
     # within the pages there are, so a client cannot add keys at will.
-    summary = kept(f"changes-summary:{source.pk}", [DATA], lambda: source_summary(source))
+    summary = cached(f"changes-summary:{source.pk}", [DATA], lambda: source_summary(source))
     paginator = Paginator(range(summary["publications"]), PUBLICATIONS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page"))
     start = (page.number - 1) * PUBLICATIONS_PER_PAGE
-    sections = kept(
+    sections = cached(
         f"changes-sections:{source.pk}:{page.number}",
         [DATA],
         lambda: rendered_sections(

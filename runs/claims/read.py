@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 
 FIELDS = (
     "id",
@@ -74,7 +74,7 @@ def of_run(group_id: int, run_id: int) -> list[dict]:
 
 
 def index() -> dict:
-    return kept("claims:index", [DATA], _load)
+    return cached("claims:index", [DATA], _load)
 
 
 def for_run(run_id: int) -> list[dict]:

@@ -17,7 +17,7 @@ from runs.api.base import StrictCursorPagination, StrictQueryMixin
 from runs.claims.models import JudgedClaim, Verdict
 from runs.claims.serializers import JudgedClaimSerializer
 from runs.models import Run, Source
-from runs.read.freshness import DATA, kept, kept_many
+from runs.read.freshness import DATA, cached, cached_many
 from runs.read.page_cache import public_page
 
 CLAIMS_PER_PAGE = 50
@@ -89,9 +89,9 @@ def source_claims(request: HttpRequest, slug: str) -> HttpResponse:
     # The counts and each page's rows read the run data only: counted and rendered once per
     # data change. The pager counts a range, so it asks nothing; get_page keeps the number
     # within the pages there are, so a client cannot add keys at will.
-    counts = kept(f"claims-counts:{source.pk}", [DATA], lambda: _counts(source))
+    counts = cached(f"claims-counts:{source.pk}", [DATA], lambda: _counts(source))
     page = Paginator(range(sum(counts.values())), CLAIMS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = kept(
+    rows = cached(
         f"claims-rows:{source.pk}:{page.number}", [DATA], lambda: _rows(source, page.number)
     )
     return render(
@@ -133,7 +133,7 @@ class SourceClaimList(StrictQueryMixin, generics.ListAPIView):
         # it reads the run data only, kept under its version, those not kept loaded in one
         # query.
         page = self.paginate_queryset(self.get_queryset().values("id", "severity"))
-        shown = kept_many("api-claim", [c["id"] for c in page], [DATA], self._represent)
+        shown = cached_many("api-claim", [c["id"] for c in page], [DATA], self._represent)
         # A claim re-judged away between the two queries is left out.
         return self.get_paginated_response([shown[c["id"]] for c in page if c["id"] in shown])
 

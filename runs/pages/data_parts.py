@@ -3,7 +3,7 @@
 Each part is the bulk of its page (a GPU page lists a few hundred benchmarks, a ledger page 25
 entries of ten columns each, a group page its heading, ranking and judged claims), and the
 same for every reader until the run data changes: the views keep them under the data's version
-(runs.read.freshness.kept), so a reader pays a cache lookup, not a template loop over rows and
+(runs.read.freshness.cached), so a reader pays a cache lookup, not a template loop over rows and
 the model instances behind it, and only the first reader after an ingest renders them. What
 varies per request (the focused bar of a group's chart, a ledger page's "newest" link) stays
 in the view.

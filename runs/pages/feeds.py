@@ -10,7 +10,7 @@ from kilib.origin import absolute
 from runs.models import Run
 from runs.pages.units import scale
 from runs.read import catalogue
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 
 
 class LatestRunsFeed(Feed):
@@ -65,7 +65,7 @@ def latest_runs(request: HttpRequest) -> HttpResponse:
     """The feed reads the run data only and is the same for every reader (its links are from
     the site's one origin): the document is kept under the data version, so a reader after
     the first pays a lookup, not fifty items through the feed generator."""
-    content, content_type = kept("feed:latest-runs", [DATA], lambda: _document(request))
+    content, content_type = cached("feed:latest-runs", [DATA], lambda: _document(request))
     return HttpResponse(content, content_type=content_type)
 
 

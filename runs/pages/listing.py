@@ -2,10 +2,10 @@
 options.
 
 The browse query loads only ids and the sort key. Each run's table row reads its run's data
-only: it is kept under the run data's version (runs.read.freshness.kept_many), and the rows not
+only: it is kept under the run data's version (runs.read.freshness.cached_many), and the rows not
 kept are loaded whole, with their catalogue rows, in one query on the primary key and rendered. The filter form's selects
 list hundreds of benchmarks: their options are rendered once per version of the run data
-(runs.read.freshness.kept) and the chosen one marked by a string edit.
+(runs.read.freshness.cached) and the chosen one marked by a string edit.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from runs.models import Benchmark, Gpu, Run, Source
 from runs.read import catalogue
 from runs.read.filters import RunFilter
-from runs.read.freshness import DATA, kept, kept_many
+from runs.read.freshness import DATA, cached, cached_many
 
 ROW_TEMPLATE = "runs/_run_row.html"
 
@@ -44,7 +44,7 @@ def table_rows(runs: Iterable[Run]) -> SafeString:
         catalogue.attach(whole)
         return {run.pk: template.render({"r": run}) for run in whole}
 
-    rows = kept_many("run-row", list(given), [DATA], build)
+    rows = cached_many("run-row", list(given), [DATA], build)
     return mark_safe("".join(rows[pk] for pk in given if pk in rows))
 
 
@@ -77,7 +77,7 @@ def _catalogue_options() -> dict[str, str]:
 def catalogue_options(chosen: Mapping[str, str]) -> dict[str, SafeString]:
     """The benchmark, GPU and source selects' options (after each one's "any" option), the
     values `chosen` names (the filter's data) marked: one lookup of what is kept for all three."""
-    options = kept("browse-options", [DATA], _catalogue_options)
+    options = cached("browse-options", [DATA], _catalogue_options)
     return {name: _mark(text, chosen.get(name) or None) for name, text in options.items()}
 
 

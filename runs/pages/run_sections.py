@@ -2,7 +2,7 @@
 cell's history around this run (and its chart), the leader of its group, its evidence verdict
 and the canonical manifest, rendered. Computed, they are a few queries on indexes (the history
 reads a window around the run, not the whole cell); they read the run data only, so they are
-kept under its version (runs.read.freshness.kept) and a write about this or any run (an
+kept under its version (runs.read.freshness.cached) and a write about this or any run (an
 attestation, a job) leaves them kept: the page renders its panels around them.
 """
 
@@ -23,7 +23,7 @@ from runs.pages import charts, history_chart
 from runs.pages.units import scale
 from runs.querysets import public_id_or_404
 from runs.read import catalogue
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 from runs.reference.catalogue import param_order
 from runs.reference.plausibility import floor_for
 
@@ -75,7 +75,7 @@ def page(public_id: str, verdict, quiet_panels=None) -> dict:
     # for an entry another process seldom reads. Anonymous readers of a page asked for before
     # get it whole from the shared page cache; this copy serves the same process's signed-in
     # readers, the manifest and the page after a write about the run.
-    return kept(f"run-page:{public_id_or_404(public_id)}", [DATA], compute, shared=False)
+    return cached(f"run-page:{public_id_or_404(public_id)}", [DATA], compute, shared=False)
 
 
 # The run page's sections that read the run data only (run_detail.html places them between

@@ -39,7 +39,7 @@ from runs.pages.listing import catalogue_options
 from runs.read import catalogue, freshness
 from runs.read.browse import BadQuery, browse
 from runs.read.filters import RunFilter
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 from runs.read.page_cache import public_page
 
 
@@ -67,7 +67,7 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "runs/home.html",
-        {"parts": kept("home-parts", [DATA], _home_parts), "canonical": _canonical(request)},
+        {"parts": cached("home-parts", [DATA], _home_parts), "canonical": _canonical(request)},
     )
 
 
@@ -240,7 +240,7 @@ def benchmark_detail(request: HttpRequest, slug: str) -> HttpResponse:
     # The tables and charts read the run data only: kept under its version for each choice
     # of view (a few hundred runs go into one); the community panel is rendered each time.
     choice = repr(tuple(request.GET.get(name, "") for name in BENCHMARK_CHOICES))
-    status, body = kept(
+    status, body = cached(
         f"benchmark:{benchmark.pk}:{hashlib.sha256(choice.encode()).hexdigest()[:24]}",
         [DATA],
         lambda: _benchmark_body(benchmark, request.GET),
@@ -266,7 +266,7 @@ BENCHMARK_CHOICES = ("source", "gpu", "pass", "metric", "baseline", "plot", "wor
 def _benchmark_body(benchmark: Benchmark, params) -> tuple[int, str]:
     # What every choice of view starts from is kept once per benchmark and data version: a
     # crawl of the demo's 2,796 choice pages read it 2,796 times over before.
-    parts = kept(f"benchmark-panels:{benchmark.pk}", [DATA], lambda: _benchmark_panels(benchmark))
+    parts = cached(f"benchmark-panels:{benchmark.pk}", [DATA], lambda: _benchmark_panels(benchmark))
     context = {"benchmark": benchmark, "shown": parts["shown"], "verdicts": parts["verdicts"]}
     try:
         context["view"] = view = benchmark_view(parts["panels"], params)
@@ -334,7 +334,7 @@ def group_detail(request: HttpRequest, key: str) -> HttpResponse:
     # Its heading, ranking and claims read the run data only: rendered once per data change
     # (the group alone is read per request, not the five rows its heading names). The chart
     # is drawn per request, as it marks the bar of the run the reader came from.
-    parts = kept(f"group-parts:{group.pk}", [DATA], lambda: data_parts.group_page(group))
+    parts = cached(f"group-parts:{group.pk}", [DATA], lambda: data_parts.group_page(group))
     unit = parts["unit"]
     factor, unit_name = charts.unit_scale(unit, [median for _, median, _ in parts["bars"]])
     focus = request.GET.get("run", "")
@@ -394,7 +394,7 @@ def source_ledger(request: HttpRequest, slug: str) -> HttpResponse:
     before = int(raw) if raw else None
     # Its rows read the run data only: rendered once per data change. Only pages with entries
     # are kept, so a client naming entries that do not exist adds no keys.
-    page = kept(
+    page = cached(
         f"ledger-page:{source.pk}:{before}",
         [DATA],
         lambda: data_parts.ledger_page(source, before, LEDGER_PAGE),
@@ -425,7 +425,7 @@ def source_detail(request: HttpRequest, slug: str) -> HttpResponse:
     source = get_object_or_404(Source, slug=slug)
     # Its counts (over every revision of its runs), newest imports and revisions read the run
     # data only: counted and rendered once per data change.
-    summary = kept(
+    summary = cached(
         f"source-summary:{source.pk}",
         [DATA],
         lambda: data_parts.source_summary(source, SOURCE_IMPORTS_SHOWN),
@@ -443,7 +443,7 @@ def gpu_detail(request: HttpRequest, slug: str) -> HttpResponse:
     gpu = get_object_or_404(Gpu, slug=slug)
     # The benchmarks run on it with their current runs (a few hundred list items) read the
     # run data only: rendered once per data change.
-    benchmarks = kept(
+    benchmarks = cached(
         f"gpu-benchmark-list:{gpu.pk}", [DATA], lambda: data_parts.gpu_benchmarks(gpu)
     )
     return render(

@@ -22,7 +22,7 @@ from django.http import QueryDict
 
 from runs.models import Run
 from runs.read.filters import ORDERINGS, RunFilter
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 
 PAGE_SIZE = 50
 COUNT_CAP = 1000
@@ -165,7 +165,7 @@ class Browse:
         cleaned = self.filterset.form.cleaned_data if self.filterset.is_bound else {}
         filters = sorted((k, v) for k, v in cleaned.items() if k != "ordering" and v)
         key = hashlib.sha256(json.dumps(filters, default=str).encode()).hexdigest()
-        return kept(f"browse-count:{key}", [DATA], lambda: self.count_queryset().count())
+        return cached(f"browse-count:{key}", [DATA], lambda: self.count_queryset().count())
 
     def _cursor(self, run: Run, *, before: bool) -> Cursor:
         return Cursor(self.sort, getattr(run, self.column), run.pk, before)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from runs.models import Benchmark, Environment, Implementation, Protocol, Publication, Run, Source
-from runs.read.freshness import DATA, kept_many
+from runs.read.freshness import DATA, cached_many
 
 
 def load() -> dict[str, dict]:
@@ -71,7 +71,7 @@ def attach_kept(runs: Iterable[Run]) -> None:
     if not runs:
         return
     wanted = {f"{name}:{getattr(run, f'{name}_id')}" for run in runs for name in ATTACHED}
-    rows = kept_many("catalogue", sorted(wanted), [DATA], _fetch)
+    rows = cached_many("catalogue", sorted(wanted), [DATA], _fetch)
     found = {name: {} for name in ATTACHED}
     for key, row in rows.items():
         found[key.partition(":")[0]][row.pk] = row

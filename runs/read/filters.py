@@ -33,7 +33,7 @@ from runs.models import (
     TimedPass,
     Workload,
 )
-from runs.read.freshness import DATA, kept
+from runs.read.freshness import DATA, cached
 
 ORDERINGS = {
     "median": "median",
@@ -49,7 +49,7 @@ def _catalogue_ids(name: str, value: str, rows) -> list[int]:
     version, which every catalogue write moves. A name that matches nothing is not kept: a
     client can send any number of those."""
     key = f"ids:{name}:" + hashlib.sha256(value.encode()).hexdigest()
-    return kept(key, [DATA], lambda: _ids(rows), keep=bool)
+    return cached(key, [DATA], lambda: _ids(rows), keep=bool)
 
 
 def _ids(rows) -> list[int]:
@@ -89,7 +89,7 @@ def search_condition(value: str) -> Q:
     lists on runs_run's indexed foreign keys. The lists come from one query over the catalogue
     tables, kept under the run data's version for each text searched (they change only with the data)."""
     key = hashlib.sha256(value.encode()).hexdigest()
-    ids = kept(f"search:{key}", [DATA], lambda: _search_ids(value))
+    ids = cached(f"search:{key}", [DATA], lambda: _search_ids(value))
     if not ids:
         return Q(pk__in=[])
     condition = Q()
@@ -161,7 +161,7 @@ class RunFilter(django_filters.FilterSet):
         # Workloads are hundreds, and more with every new shape: their ids per data type are
         # kept under the run data's version.
         key = "dtype:" + hashlib.sha256(value.encode()).hexdigest()
-        ids = kept(key, [DATA], lambda: _ids(Workload.objects.filter(dtype=value)), keep=bool)
+        ids = cached(key, [DATA], lambda: _ids(Workload.objects.filter(dtype=value)), keep=bool)
         return queryset.filter(workload_id__in=ids)
 
     def by_source(self, queryset, name, value):

@@ -140,7 +140,7 @@ def run_activity(public_id: str) -> int:
 _MISSING = object()
 
 
-def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
+def cached(name: str, scopes, compute, *, keep=None, shared: bool = True):
     """compute(), kept under the versions of `scopes` (what it reads) in store.py: for the
     parts of a page that cost more than the rest of it. `keep(value)` says whether a value is
     worth keeping (not an error page, whose key a client can vary at will); `shared=False` keeps
@@ -150,7 +150,7 @@ def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     page cache off; docs/performance.md, "What each read-side layer buys"): with every part
     computed instead, the home page takes 48.6 ms instead of 2.6, the benchmark page 319
     instead of 4.6, the changes page 398 instead of 7.1, browse 62.7 instead of 18.8."""
-    full = kept_key(name, scopes)
+    full = cached_key(name, scopes)
     value = store.get(full, _MISSING, shared=shared)
     if value is _MISSING:
         value = compute()
@@ -159,12 +159,12 @@ def kept(name: str, scopes, compute, *, keep=None, shared: bool = True):
     return value
 
 
-def kept_key(name: str, scopes) -> str:
+def cached_key(name: str, scopes) -> str:
     return f"kept:{name}:{_under(scopes)}"
 
 
-def kept_many(kind: str, ids, scopes, build) -> dict:
-    """{id: part} for each id's `kind` part, kept like kept(); `build(missing ids)` makes the
+def cached_many(kind: str, ids, scopes, build) -> dict:
+    """{id: part} for each id's `kind` part, kept like cached(); `build(missing ids)` makes the
     parts not kept in one go, so a listing of fifty costs at most one round trip to the shared
     cache and one query more."""
     under = _under(scopes)

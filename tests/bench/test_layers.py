@@ -19,17 +19,17 @@ def test_nothing_kept_computes_every_part_and_is_undone(settings):
     from runs.pages import views
     from runs.read import catalogue, freshness
 
-    kept, kept_many = freshness.kept, freshness.kept_many
+    cached, cached_many = freshness.cached, freshness.cached_many
     calls = []
     with layers.mode("nothing kept"):
         assert settings.PAGE_CACHE_SECONDS == 0
-        # Every module that imported kept by name computes each time it asks.
+        # Every module that imported cached by name computes each time it asks.
         for _ in range(2):
-            views.kept("x", [freshness.DATA], lambda: calls.append(1))
+            views.cached("x", [freshness.DATA], lambda: calls.append(1))
         assert len(calls) == 2
-        assert catalogue.kept_many("k", [1, 2], [freshness.DATA], lambda ids: {i: i for i in ids})
-    assert (views.kept, catalogue.kept_many) == (kept, kept_many)
-    assert (freshness.kept, freshness.kept_many) == (kept, kept_many)
+        assert catalogue.cached_many("k", [1, 2], [freshness.DATA], lambda ids: {i: i for i in ids})
+    assert (views.cached, catalogue.cached_many) == (cached, cached_many)
+    assert (freshness.cached, freshness.cached_many) == (cached, cached_many)
     assert settings.PAGE_CACHE_SECONDS > 0
 
 

@@ -77,9 +77,9 @@ def test_under_debug_without_site_root_no_cached_thing_carries_one_host_to_anoth
     settings.SITE_ROOT_CONFIGURED = False
     settings.ALLOWED_HOSTS = ["alpha.example", "beta.example"]
     run = runs[0]
-    # (url, served from the page cache): the others still keep parts (kept, kept_many).
+    # (url, served from the page cache): the others still keep parts (kept, cached_many).
     urls = [
-        ("/api/v1/runs/?page_size=2", True),  # each run kept apart (kept_many)
+        ("/api/v1/runs/?page_size=2", True),  # each run kept apart (cached_many)
         (f"/api/v1/runs/{run.public_id}/", True),  # kept whole (kept)
         (run.get_absolute_url(), True),  # its sections kept in the process's copy
         ("/", True),

@@ -253,7 +253,7 @@ def test_a_quiet_runs_panels_are_kept_with_its_sections_for_anonymous_readers_on
     from django.test import Client
 
     from runs.read import store
-    from runs.read.freshness import DATA, kept_key, run_page
+    from runs.read.freshness import DATA, cached_key, run_page
     from tests.factories_attestations import AttestationFactory
 
     settings.PAGE_CACHE_SECONDS = 0
@@ -264,7 +264,7 @@ def test_a_quiet_runs_panels_are_kept_with_its_sections_for_anonymous_readers_on
     signed_in.force_login(get_user_model().objects.create_user("reader", password="x" * 12))
 
     def kept(name: str, scopes) -> object:
-        return store.get(kept_key(name, scopes))
+        return store.get(cached_key(name, scopes))
 
     # The first reader after a data change is signed in: no panels are kept with the
     # sections, and anonymous readers get theirs, kept apart.

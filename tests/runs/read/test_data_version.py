@@ -192,11 +192,11 @@ def test_kept_values_follow_their_versions():
         calls.append(1)
         return len(calls)
 
-    assert freshness.kept("t", [freshness.DATA], compute) == 1
-    assert freshness.kept("t", [freshness.DATA], compute) == 1
+    assert freshness.cached("t", [freshness.DATA], compute) == 1
+    assert freshness.cached("t", [freshness.DATA], compute) == 1
     job_for(RunFactory())  # moves data (a run) and then activity (a job)
-    assert freshness.kept("t", [freshness.DATA], compute) == 2
-    assert freshness.kept("t", [freshness.DATA], compute) == 2
+    assert freshness.cached("t", [freshness.DATA], compute) == 2
+    assert freshness.cached("t", [freshness.DATA], compute) == 2
 
 
 def test_the_first_home_page_after_a_job_claim_reads_only_its_versions(client, settings):

@@ -90,11 +90,11 @@ def test_kept_values_come_from_the_copy_until_their_versions_move(shared_calls):
         calls.append(1)
         return ["value", len(calls)]
 
-    assert freshness.kept("t", [freshness.DATA], compute) == ["value", 1]
-    assert freshness.kept("t", [freshness.DATA], compute) == ["value", 1]
+    assert freshness.cached("t", [freshness.DATA], compute) == ["value", 1]
+    assert freshness.cached("t", [freshness.DATA], compute) == ["value", 1]
     assert len(shared_calls) == 1  # the first: not there yet, computed
     RunFactory()
-    assert freshness.kept("t", [freshness.DATA], compute) == ["value", 2]
+    assert freshness.cached("t", [freshness.DATA], compute) == ["value", 2]
     assert len(shared_calls) == 2
 
 
@@ -106,18 +106,18 @@ def test_parts_come_from_the_copy_then_the_shared_cache_then_are_built(shared_ca
         built.append(sorted(ids))
         return {pk: f"<tr>{pk}</tr>" for pk in ids}
 
-    assert freshness.kept_many("t-row", [1, 2], [freshness.DATA], build) == {
+    assert freshness.cached_many("t-row", [1, 2], [freshness.DATA], build) == {
         1: "<tr>1</tr>",
         2: "<tr>2</tr>",
     }
     store.clear_copy()  # another process: 1 and 2 are in the shared cache only
-    freshness.kept_many("t-row", [1], [freshness.DATA], build)
+    freshness.cached_many("t-row", [1], [freshness.DATA], build)
     shared_calls.clear()
-    parts = freshness.kept_many("t-row", [1, 2, 3], [freshness.DATA], build)
+    parts = freshness.cached_many("t-row", [1, 2, 3], [freshness.DATA], build)
     assert parts == {1: "<tr>1</tr>", 2: "<tr>2</tr>", 3: "<tr>3</tr>"}
     assert built == [[1, 2], [3]]
     assert [(name, len(keys)) for name, keys in shared_calls] == [("get_many", 2)]  # 2 and 3
-    assert freshness.kept_many("t-row", [1, 2, 3], [freshness.DATA], build) == parts
+    assert freshness.cached_many("t-row", [1, 2, 3], [freshness.DATA], build) == parts
     assert len(shared_calls) == 1 and built == [[1, 2], [3]]
 
 
@@ -192,7 +192,7 @@ def test_a_run_pages_sections_are_kept_by_the_process_that_rendered_them(
     run = RunFactory()
     url = f"/runs/{run.public_id}/"
     first = client.get(url).content
-    key = freshness.kept_key(f"run-page:{run.public_id}", [freshness.DATA])
+    key = freshness.cached_key(f"run-page:{run.public_id}", [freshness.DATA])
     assert key in store._copy and cache.get(store.SHARED + key) is None
     shared_calls.clear()
     assert client.get(url).content == first and reads == [run.public_id]

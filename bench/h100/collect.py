@@ -12,8 +12,9 @@ that did not finish (`unavailable`, `error`) are not kept; the runner logs go to
 Then every job with a result is copied to `jobs/`, every other one to `unrun/`.
 
 `--replace GROUP` (a group folder of --jobs, repeatable): jobs measured again after a runner
-fix. The first result a call returns for one of them replaces the one on file, and
-`logs/replaced.json` names the call whose result it replaced (kept in git history).
+fix (issued again with bench/h100/issue_jobs.py --again, same file names). The first result a
+call of this collection returns for one of them replaces the one on file, and
+`logs/replaced.json` lists, per result, the calls whose results were replaced (git keeps them).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> None:
     again = {f"{j.stem}.json" for g in args.replace for j in (args.jobs / g).glob("*.json")}
     replaced_file = args.batch / "logs" / "replaced.json"
     replaced = json.loads(replaced_file.read_text()) if replaced_file.exists() else {}
+    replaced = {k: [v] if isinstance(v, str) else v for k, v in replaced.items()}
+    replaced_now: set[str] = set()
     batch = args.batch
     for sub in ("results", "repeats", "logs", "jobs", "unrun"):
         (batch / sub).mkdir(parents=True, exist_ok=True)
@@ -60,8 +63,9 @@ def main() -> None:
                     if rep == 1
                     else batch / "repeats" / f"{stem}.r{rep}.json"
                 )
-                if dest.name in again and dest.name not in replaced and dest.name in calls:
-                    replaced[dest.name] = calls.pop(dest.name)
+                if dest.name in again and dest.name not in replaced_now and dest.name in calls:
+                    replaced.setdefault(dest.name, []).append(calls.pop(dest.name))
+                    replaced_now.add(dest.name)
                 if dest.name in calls:
                     continue
                 shutil.copyfile(res, dest)
@@ -93,7 +97,8 @@ def main() -> None:
     if replaced:
         replaced_file.write_text(json.dumps(replaced, indent=1, sort_keys=True) + "\n")
     ran = {name.removesuffix(".json") for name in calls if not re.search(r"\.r\d+\.json$", name)}
-    for job in sorted(args.jobs.glob("*/*.json")):
+    # A job issued again is filed from its --replace group, whatever other group holds it.
+    for job in sorted(args.jobs.glob("*/*.json"), key=lambda j: (j.parent.name in args.replace, j)):
         where = "jobs" if job.stem in ran else "unrun"
         other = "unrun" if where == "jobs" else "jobs"
         (batch / other / job.name).unlink(missing_ok=True)

@@ -63,6 +63,8 @@ def main() -> None:
     parser.add_argument("--kernels", default="", help="comma-separated benchmark slugs only")
     parser.add_argument("--start", type=int, default=1, help="number of the first file")
     parser.add_argument("--gpu-class", default="h100")
+    parser.add_argument("--again", nargs="+", type=Path, default=[],
+                        help="job files to issue again (same file names, new ids and nonces)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kernelindex.settings")
     import django
@@ -71,12 +73,12 @@ def main() -> None:
     from kirunner.runner import JobError, validate_job
     from reruns.controlled import job_document
     from reruns.models import RerunJob
+    from runs.models import Run
 
     args.out.mkdir(parents=True, exist_ok=True)
     issued_at = datetime.now(UTC)
-    kernels = {k for k in args.kernels.split(",") if k}
-    n = args.start - 1
-    for run in interleaved(selected(args.commit, kernels)):
+
+    def issue(run) -> dict | None:
         # An unsaved job: `rerun load-demo` creates the row from the file once results exist.
         job = RerunJob(run=run, gpu_class=args.gpu_class, nonce=secrets.token_hex(16),
                        uuid=uuid.uuid4(), issued_at=issued_at)  # fmt: skip
@@ -85,6 +87,23 @@ def main() -> None:
             validate_job(doc)
         except JobError as exc:  # e.g. the no-grad-forward pass, which the runner lacks
             print(f"skipped {run.public_id}: {exc}", file=sys.stderr)
+            return None
+        return doc
+
+    # Jobs measured again after a runner fix: the same runs and file names, the job document
+    # as the server issues it now (bench/h100/collect.py --replace files their results).
+    for path in args.again:
+        old = json.loads(path.read_text())
+        doc = issue(Run.objects.get(public_id=old["run"]["publicId"]))
+        if doc is not None:
+            (args.out / path.name).write_text(json.dumps(doc, indent=2) + "\n")
+            print(path.name, "issued again")
+    if args.again:
+        return
+    kernels = {k for k in args.kernels.split(",") if k}
+    n = args.start - 1
+    for run in interleaved(selected(args.commit, kernels)):
+        if (doc := issue(run)) is None:
             continue
         n += 1
         name = (

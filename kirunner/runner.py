@@ -631,6 +631,7 @@ def _measurement_doc(
 
     m, quantiles = measured.m, spec_job["quantiles"]
     latency = spec_job["metric"] == "latency"
+    script_rep = spec.script_rep()
     doc: dict[str, Any] = {
         "metric": spec_job["metric"],
         "unit": measured.unit,
@@ -639,7 +640,7 @@ def _measurement_doc(
         "timer": measured.timer,
         "rep": rep if latency else None,
         "repSource": rep_source if latency else None,
-        "upstreamRep": spec.script_rep() if latency else None,
+        "upstreamRep": script_rep if latency else None,
         "iterations": len(m.samples),
         "samples": m.samples,
         "details": m.details,
@@ -651,9 +652,9 @@ def _measurement_doc(
             if q in quantiles
             else harness.quantile_linear(m.samples, q)
         )
-    if rep_source == "job" and latency and rep != spec.script_rep():
+    if rep_source == "job" and latency and rep != script_rep:
         doc["notes"] = [
-            f"job rep {rep:g} ms differs from the upstream script's rep={spec.script_rep()} for {spec.name}"
+            f"job rep {rep:g} ms differs from the upstream script's rep={script_rep} for {spec.name}"
         ]
     if measured.diagnostics is not None:
         doc["diagnostics"] = measured.diagnostics

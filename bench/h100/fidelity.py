@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO / "bench" / "fidelity"))
 
 from compare import (  # noqa: E402  (bench/fidelity/compare.py: one criterion for both commits)
     DEVICE_BOUND_LIMIT,
+    MEMORY_LIMIT_MIB,
     _stats,
     _status,
     anchor,
@@ -291,12 +292,12 @@ def main() -> None:
 def criteria(obs: list[dict]) -> str:
     """Issue 42's done-when figures over every observation: the device-bound runner/script
     median and the share within 5 %, and the memory readings equal to the script's to the MiB
-    (less than 1 MiB apart)."""
+    (less than MEMORY_LIMIT_MIB apart, compare.py's criterion)."""
     import statistics
 
     device = [o["runner"] / o["script"] for o in obs if o["kind"] == "device-bound"]
     memory = [o for o in obs if o["key"][3] == "memory"]
-    equal = sum(abs(o["runner"] - o["script"]) < 1 for o in memory)
+    equal = sum(abs(o["runner"] - o["script"]) < MEMORY_LIMIT_MIB for o in memory)
     within = sum(abs(r - 1) <= DEVICE_BOUND_LIMIT for r in device)
     return (
         f"criteria at {COMMIT}: device-bound median {statistics.median(device):.3f} on "

@@ -1,10 +1,11 @@
 """JSON from outside, read within bounds: the one reader for API bodies, result files and the
 JSON inside upstream files.
 
-Python's parser recurses once per nesting level, so 100,000 `[` raise RecursionError, and
-whatever walks the parsed value afterwards (serializers, RFC 8785, jsonschema) recurses too.
-The depth is therefore counted on the text, before parsing, with a scan that stops at the first
-level over the limit. The values must then be ones every later step can hold: no NaN or
+Python's parser recurses once per nesting level, so 100,000 `[` raise RecursionError (refused
+here as too deep), and whatever walks the parsed value afterwards (serializers, RFC 8785,
+jsonschema) recurses too: a walk of the parsed value refuses any array or object nested past
+MAX_DEPTH levels before anything else walks it. The values must be ones every later step can
+hold: no NaN or
 Infinity (RFC 8785 and PostgreSQL's jsonb refuse them), no number that overflows to one
 (1e400), no integer beyond 2^53 - 1 (RFC 8785 and JavaScript readers lose its exact value), and
 no NUL character in a string or a key (PostgreSQL refuses it in text and jsonb). A refusal is a
@@ -15,14 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 MAX_DEPTH = 32  # the deepest document the site reads (a RerunResult) nests 6 levels
 MAX_SAFE_INTEGER = 2**53 - 1
-
-_TOKEN = re.compile(r'["\[\]{}]')
-_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # after an opening quote
 
 
 class JSONLimitError(ValueError):
@@ -43,24 +40,6 @@ class _Refused:
 
     def __init__(self, why: str):
         self.why = why
-
-
-def depth_over(text: str, limit: int) -> bool:
-    """True when `text` nests arrays and objects deeper than `limit` (brackets inside strings
-    do not count). Stops at the first level over the limit."""
-    depth = pos = 0
-    while (token := _TOKEN.search(text, pos)) is not None:
-        if token.group() == '"':
-            rest = _STRING_REST.match(text, token.end())
-            if rest is None:
-                return False  # an unterminated string: the parser says so
-            pos = rest.end()
-            continue
-        depth += 1 if token.group() in "[{" else -1
-        if depth > limit:
-            return True
-        pos = token.end()
-    return False
 
 
 def _constant(name: str) -> _Refused:
@@ -86,13 +65,15 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise JSONLimitError(f"not UTF-8 text ({exc.reason})") from None
-    if depth_over(data, max_depth):
-        raise JSONLimitError(f"nested deeper than {max_depth} levels")
     # The C parser first: the walk refuses every value the hooks below would (a NaN, an
-    # overflow to infinity, an integer beyond 2^53 - 1), and only then is the text parsed
-    # again with them, so that the refusal names the number as it was written.
+    # overflow to infinity, an integer beyond 2^53 - 1) and every level past max_depth, and
+    # only then is the text parsed again with them, so that the refusal names the number as
+    # it was written. Nesting deeper than the interpreter's recursion limit (100,000 `[`)
+    # stops the parser itself, at that limit, before any walk.
     try:
         value = json.loads(data)
+    except RecursionError:
+        raise JSONLimitError(f"nested deeper than {max_depth} levels") from None
     except ValueError:  # a parse error, or an integer of thousands of digits
         value = _Refused("")
     if not isinstance(value, _Refused) and _problem(value, max_depth, 0, ()) is None:
@@ -112,7 +93,7 @@ def value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
 
 
 def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, tuple] | None:
-    if depth > max_depth:
+    if depth >= max_depth and isinstance(value, dict | list):  # the array at depth 0 is level 1
         return f"nested deeper than {max_depth} levels", path
     if isinstance(value, _Refused):
         return value.why, path
@@ -125,7 +106,7 @@ def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, 
     if isinstance(value, str) and "\x00" in value:
         return "a NUL character is not allowed in text", path
     if isinstance(value, dict):  # a key is checked where its object is
-        children = [(path, key) for key in value] + [((*path, k), v) for k, v in value.items()]
+        children = [*((path, key) for key in value), *(((*path, k), v) for k, v in value.items())]
     elif isinstance(value, list):
         # A result's samples, thousands of floats, checked in C: a sum is finite only when
         # every term is (finite terms that overflow it are walked one by one below).
@@ -135,7 +116,14 @@ def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, 
     else:
         return None
     for where, item in children:
+        # Short text and small numbers, most of a document, pass here without a call.
+        kind = type(item)
+        if (kind is str and "\x00" not in item) or (kind is int and -_SAFE <= item <= _SAFE):
+            continue
         problem = _problem(item, max_depth, depth + 1, where)
         if problem:
             return problem
     return None
+
+
+_SAFE = MAX_SAFE_INTEGER

@@ -85,13 +85,16 @@ def sign_result(result: dict[str, Any], key_id: str, key: bytes) -> dict[str, An
     return result
 
 
-def verify_result(result: Mapping[str, Any], key: bytes) -> bool:
-    """True when the signature matches the payload under this key."""
+def verify_result(result: Mapping[str, Any], key: bytes, *, canonical: bytes | None = None) -> bool:
+    """True when the signature matches the payload under this key. `canonical`: the payload's
+    canonical bytes where the caller already made them (the server makes them once a result)."""
     sig = result.get("signature")
     if not isinstance(sig, Mapping) or sig.get("alg") != ALG:
         return False
     value = sig.get("value")
     if not isinstance(value, str):
         return False
-    expected = sign_payload(result.get("payload"), key)
+    if canonical is None:
+        canonical = canonicalize(result.get("payload"))
+    expected = hmac.new(key, canonical, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, value.lower())

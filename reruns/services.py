@@ -395,7 +395,7 @@ class ResultRecorder:
         created for it in this transaction, with its run (load-demo); the job the payload
         names is then not read again, and every check of it is made as for a row read."""
         payload, context, canonical = _well_formed(envelope, self.via)
-        _signed(envelope, self.keys, context)
+        _signed(envelope, self.keys, context, canonical)
         job = _job_of(payload, context, job)
         gpu_spec = _gpu_of(payload, context)
         implausible = _why_implausible(job, payload, gpu_spec)
@@ -482,9 +482,9 @@ def _well_formed(envelope: dict, via: str) -> tuple[dict, dict, bytes]:
     return payload, context, canonical
 
 
-def _signed(envelope: dict, keys: dict[str, bytes] | None, context: dict) -> None:
-    """Refuse an envelope not signed by a known worker key over its payload's bytes; the key
-    id joins the rejection context."""
+def _signed(envelope: dict, keys: dict[str, bytes] | None, context: dict, canonical: bytes) -> None:
+    """Refuse an envelope not signed by a known worker key over its payload's canonical bytes
+    (_well_formed's); the key id joins the rejection context."""
     sig = envelope.get("signature")
     if not isinstance(sig, dict) or sig.get("alg") != sign.ALG:
         raise _reject(RejectReason.MALFORMED, "unsigned, or not signed with HMAC-SHA256", **context)
@@ -498,7 +498,7 @@ def _signed(envelope: dict, keys: dict[str, bytes] | None, context: dict) -> Non
         key = signing.server_key(key_id)
     if key is None:
         raise _reject(RejectReason.UNKNOWN_KEY, f"no worker key with id {key_id!r}", **context)
-    if not sign.verify_result(envelope, key):
+    if not sign.verify_result(envelope, key, canonical=canonical):
         raise _reject(RejectReason.TAMPERED, "the signature does not match the payload", **context)
 
 

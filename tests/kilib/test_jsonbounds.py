@@ -39,9 +39,15 @@ def test_a_refusal_names_its_place():
     assert str(refused.value) == "NaN is not a number JSON can carry (at rows/1/v)"
 
 
-def test_brackets_inside_strings_do_not_count_as_depth():
-    assert not jsonbounds.depth_over('["' + "[" * 100 + '"]', 2)
-    assert jsonbounds.depth_over("[[[]]]", 2)
+def test_depth_counts_arrays_and_objects_not_brackets_inside_strings():
+    assert jsonbounds.loads('["' + "[" * 100 + '"]', max_depth=1) == ["[" * 100]
+    assert jsonbounds.loads("[[]]", max_depth=2) == [[]]
+    for deeper in ("[[[]]]", '[{"a": []}]', '{"a": {"b": {}}}', "[[[1]]]"):
+        with pytest.raises(JSONLimitError, match="nested deeper than 2 levels"):
+            jsonbounds.loads(deeper, max_depth=2)
+    # Deeper than the parser's own recursion limit, valid JSON: refused, not a RecursionError.
+    with pytest.raises(JSONLimitError, match="nested deeper than 32 levels"):
+        jsonbounds.loads("[" * 100_000 + "]" * 100_000)
 
 
 def test_bytes_that_are_not_utf8_are_refused():

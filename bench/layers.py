@@ -9,7 +9,7 @@ do without and stay correct:
                    cached_many), in the shared cache and each process's copy of it
     process copy   the copy of kept values in each process (runs/read/store.py), which spares
                    the round trip to the shared cache
-    tallies        the home and GPU pages' counts kept by triggers (runs/tallies.py), instead
+    tallies        the home and GPU pages' counts kept by triggers (runs/read/tallies.py), instead
                    of counting the runs
 
 For each page this times requests through Django's test client against DATABASE_URL (a

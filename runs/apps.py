@@ -7,7 +7,7 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
     # Read by runs.read.freshness: a write to any other table of this app moves the "data"
     # version that public pages are cached under; the versions' own rows do not, nor the
-    # tallies (runs/tallies.py), which only ever move with a write to the runs or groups.
+    # tallies (runs/read/tallies.py), which only ever move with a write to the runs or groups.
     public_data = True
     private_models = ("version", "tally")
 
@@ -19,7 +19,7 @@ class RunsConfig(AppConfig):
         post_migrate.connect(
             freshness.triggers_install, sender=self, dispatch_uid="runs.data_version_triggers"
         )
-        from runs import tallies
+        from runs.read import tallies
 
         # The home page's counts, kept by triggers in the transaction of each write.
         post_migrate.connect(tallies.install, sender=self, dispatch_uid="runs.tally_triggers")

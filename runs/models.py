@@ -508,7 +508,7 @@ class Tally(models.Model):
     """How many current runs and comparison groups each (benchmark, environment, source) has:
     the home page's counts, read as these few hundred rows instead of a scan of every run.
 
-    Kept by database triggers (runs/tallies.py, installed after every migrate) in the
+    Kept by database triggers (runs/read/tallies.py, installed after every migrate) in the
     transaction of each write to runs_run or runs_comparisongroup, whatever made it (the
     pipeline's COPY, an update retiring a revision, a delete), so a tally always equals the
     COUNT it stands for. Plain ids, not foreign keys: the rows are the tables' own arithmetic.

@@ -79,8 +79,14 @@ class RunQuerySet(models.QuerySet):
         runs = self.public().filter(benchmark=benchmark)
         judged = (
             runs.filter(evidence__in=verdicts)
-            .values("environment__gpu__upstream_name", "publication_id", "publication__slug",
-                    "publication__published_at", "source__slug", "evidence")  # fmt: skip
+            .values(
+                "environment__gpu__upstream_name",
+                "publication_id",
+                "publication__slug",
+                "publication__published_at",
+                "source__slug",
+                "evidence",
+            )  # fmt: skip
             .annotate(n=Count("id"))
             .order_by()
         )

@@ -1,11 +1,11 @@
-"""The tallies behind the home page's counts (runs/tallies.py). Their triggers are installed,
+"""The tallies behind the home page's counts (runs/read/tallies.py). Their triggers are installed,
 and every tally counted, after migrate; going back drops the triggers before the table."""
 
 from django.db import migrations, models
 
 
 def triggers_drop(apps, schema_editor):
-    from runs import tallies
+    from runs.read import tallies
 
     tallies.uninstall(apps, schema_editor)
 

@@ -295,7 +295,9 @@ def test_the_policy_logits_are_gone_when_the_reference_logits_are_made(monkeypat
         if not torch.is_grad_enabled():  # the reference's, made under no_grad
             gc.collect()
             shaped = [o for o in gc.get_objects() if torch.is_tensor(o) and o.shape == (b, t, v)]
-            live.append({d: sum(o.dtype == d for o in shaped) for d in (torch.bfloat16, torch.float32)})
+            live.append(
+                {d: sum(o.dtype == d for o in shaped) for d in (torch.bfloat16, torch.float32)}
+            )
         return logps(logits, labels, ignore_index, average)
 
     monkeypatch.setattr(preference, "hf_batch_logps", spy)

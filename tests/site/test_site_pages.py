@@ -23,7 +23,7 @@ def test_home_says_what_is_here(client, liger_bench):
 
 
 def test_home_counts_come_from_the_tallies_and_move_with_an_ingest(client, liger_bench):
-    """The counts are kept by the write side (runs/tallies.py): no request counts the runs,
+    """The counts are kept by the write side (runs/read/tallies.py): no request counts the runs,
     and an import changes them at once (no stale counts)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

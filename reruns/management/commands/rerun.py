@@ -176,13 +176,11 @@ class Command(BaseCommand):
         The folder loads in one transaction: its existing jobs and the runs of its new ones
         are read with one query each, and its results are recorded by one
         services.ResultRecorder (every check of result_record, each result in a savepoint of
-        its own), the reference implementations' jobs first (_reference_first). The first bad job file or rejected result ends the load with its file name;
-        what came before it stays recorded, and a later load goes on from there. The demo's
-        15 folders (4,012 results) loaded in 253.1 s one result at a time (result_record in
-        its own transaction, 49.5 queries a result) and in 131.3 s so (28.0 queries a
-        result), back to back on SQLite (bench/demo_load.py; docs/performance.md, "Demo
-        load").
-        """
+        its own), the reference implementations' jobs first (_reference_first). The first bad
+        job file or rejected result ends the load with its file name; what came before it
+        stays recorded, and a later load goes on from there. The demo's 15 folders (6,301
+        results) load in 99.2 s on SQLite, 24.7 queries a result (bench/demo_load.py;
+        docs/performance.md, "Demo load")."""
         root = Path(folder)
         keys, jobs, results = _demo_folder(root)
         recorded = skipped = 0

@@ -295,7 +295,7 @@ def test_a_run_detail_is_kept_under_the_data_version(client, settings):
 @pytest.mark.django_db
 def test_a_benchmark_s_run_count_is_its_current_runs_read_from_the_tallies(client, settings):
     """/api/v1/benchmarks/ gives each benchmark's current runs from the tallies the write side
-    keeps (runs/tallies.py), not a count over the runs: the same number, with a revision
+    keeps (runs/read/tallies.py), not a count over the runs: the same number, with a revision
     retired, and a statement that never reads runs_run."""
     settings.PAGE_CACHE_SECONDS = 0
     run = RunFactory()

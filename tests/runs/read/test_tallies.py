@@ -1,4 +1,4 @@
-"""The home page's counts are kept by the write side (runs/tallies.py): after every kind of
+"""The home page's counts are kept by the write side (runs/read/tallies.py): after every kind of
 write to the runs and the groups (ingest, a revision retiring a run, an evidence change,
 deletes, a recount after migrate) each tally equals the COUNT it stands for, and the home page
 reads them without counting any run."""
@@ -10,8 +10,8 @@ from django.db import connection
 from django.db.models import Count
 from django.test.utils import CaptureQueriesContext
 
-from runs import tallies
 from runs.models import ComparisonGroup, Evidence, Run, Tally
+from runs.read import tallies
 from tests.conftest import KERNELBENCH
 from tests.pages import text_of
 

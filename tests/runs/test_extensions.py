@@ -10,6 +10,7 @@ import re
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.test import RequestFactory
 
@@ -173,6 +174,34 @@ def test_the_demo_command_runs_every_registered_loader_in_order(monkeypatch):
     call_command("demo", "--no-serve", stdout=io.StringIO())
     data = pathlib.Path(__file__).resolve().parents[2] / "data"
     assert seen == [("early", data), ("late", data)]
+
+
+@pytest.mark.django_db
+def test_the_demo_loads_without_debugs_query_log_and_logs_again_after(monkeypatch, settings):
+    """Under DEBUG (the quick start's) the loaders' statements are not logged: the load is
+    some 150,000 of them. Queries after the load are logged as before."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    from runs.extensions import DemoLoader
+
+    settings.DEBUG = True
+    logged = []
+
+    def load(data):
+        before = len(connection.queries_log)
+        list(get_user_model().objects.all())
+        logged.append(len(connection.queries_log) - before)
+
+    registry = RunExtensions()
+    registry.register_demo_loader(DemoLoader("reads", load))
+    monkeypatch.setattr("runs.management.commands.demo.run_extensions", registry)
+    monkeypatch.setattr("runs.management.commands.demo.call_command", lambda *a, **k: None)
+    call_command("demo", "--no-serve", stdout=io.StringIO())
+    assert logged == [0]
+    before = len(connection.queries_log)
+    list(get_user_model().objects.all())
+    assert len(connection.queries_log) == before + 1
 
 
 @pytest.mark.django_db

@@ -5,11 +5,10 @@ Python's parser recurses once per nesting level, so 100,000 `[` raise RecursionE
 here as too deep), and whatever walks the parsed value afterwards (serializers, RFC 8785,
 jsonschema) recurses too: a walk of the parsed value refuses any array or object nested past
 MAX_DEPTH levels before anything else walks it. The values must be ones every later step can
-hold: no NaN or
-Infinity (RFC 8785 and PostgreSQL's jsonb refuse them), no number that overflows to one
-(1e400), no integer beyond 2^53 - 1 (RFC 8785 and JavaScript readers lose its exact value), and
-no NUL character in a string or a key (PostgreSQL refuses it in text and jsonb). A refusal is a
-JSONLimitError (a ValueError) whose message says what was wrong.
+hold: no NaN or Infinity (RFC 8785 and PostgreSQL's jsonb refuse them), no number that
+overflows to one (1e400), no integer beyond 2^53 - 1 (RFC 8785 and JavaScript readers lose its
+exact value), and no NUL character in a string or a key (PostgreSQL refuses it in text and
+jsonb). A refusal is a JSONLimitError (a ValueError) whose message says what was wrong.
 """
 
 from __future__ import annotations
@@ -71,18 +70,23 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     # it was written. Nesting deeper than the interpreter's recursion limit (100,000 `[`)
     # stops the parser itself, at that limit, before any walk.
     try:
-        value = json.loads(data)
-    except RecursionError:
-        raise JSONLimitError(f"nested deeper than {max_depth} levels") from None
+        value = _parsed(data, max_depth)
     except ValueError:  # a parse error, or an integer of thousands of digits
         value = _Refused("")
     if not isinstance(value, _Refused) and _problem(value, max_depth, 0, ()) is None:
         return value
-    value = json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    value = _parsed(data, max_depth, parse_constant=_constant, parse_float=_float, parse_int=_int)
     problem = _problem(value, max_depth, 0, ())
     if problem:
         raise JSONLimitError(*problem)
     return value
+
+
+def _parsed(data: str, max_depth: int, **hooks) -> Any:
+    try:
+        return json.loads(data, **hooks)
+    except RecursionError:
+        raise JSONLimitError(f"nested deeper than {max_depth} levels") from None
 
 
 def value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
@@ -106,7 +110,7 @@ def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, 
     if isinstance(value, str) and "\x00" in value:
         return "a NUL character is not allowed in text", path
     if isinstance(value, dict):  # a key is checked where its object is
-        children = [*((path, key) for key in value), *(((*path, k), v) for k, v in value.items())]
+        children = [(path, key) for key in value] + [((*path, k), v) for k, v in value.items()]
     elif isinstance(value, list):
         # A result's samples, thousands of floats, checked in C: a sum is finite only when
         # every term is (finite terms that overflow it are walked one by one below).
@@ -118,12 +122,10 @@ def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, 
     for where, item in children:
         # Short text and small numbers, most of a document, pass here without a call.
         kind = type(item)
-        if (kind is str and "\x00" not in item) or (kind is int and -_SAFE <= item <= _SAFE):
+        safe = MAX_SAFE_INTEGER
+        if (kind is str and "\x00" not in item) or (kind is int and -safe <= item <= safe):
             continue
         problem = _problem(item, max_depth, depth + 1, where)
         if problem:
             return problem
     return None
-
-
-_SAFE = MAX_SAFE_INTEGER

@@ -86,7 +86,7 @@ class RunQuerySet(models.QuerySet):
                 "publication__published_at",
                 "source__slug",
                 "evidence",
-            )  # fmt: skip
+            )
             .annotate(n=Count("id"))
             .order_by()
         )

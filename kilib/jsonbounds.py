@@ -119,10 +119,10 @@ def _problem(value: Any, max_depth: int, depth: int, path: tuple) -> tuple[str, 
         children = [((*path, i), item) for i, item in enumerate(value)]
     else:
         return None
+    safe = MAX_SAFE_INTEGER
     for where, item in children:
         # Short text and small numbers, most of a document, pass here without a call.
         kind = type(item)
-        safe = MAX_SAFE_INTEGER
         if (kind is str and "\x00" not in item) or (kind is int and -safe <= item <= safe):
             continue
         problem = _problem(item, max_depth, depth + 1, where)

@@ -69,8 +69,10 @@ def key_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, bytes]:
     return key_id, key
 
 
-def sign_payload(payload: Any, key: bytes) -> str:
-    return hmac.new(key, canonicalize(payload), hashlib.sha256).hexdigest()
+def sign_payload(payload: Any, key: bytes, *, canonical: bytes | None = None) -> str:
+    """The HMAC of the payload's canonical bytes (`canonical`, where the caller made them)."""
+    data = canonicalize(payload) if canonical is None else canonical
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def sign_result(result: dict[str, Any], key_id: str, key: bytes) -> dict[str, Any]:
@@ -94,7 +96,5 @@ def verify_result(result: Mapping[str, Any], key: bytes, *, canonical: bytes | N
     value = sig.get("value")
     if not isinstance(value, str):
         return False
-    if canonical is None:
-        canonical = canonicalize(result.get("payload"))
-    expected = hmac.new(key, canonical, hashlib.sha256).hexdigest()
+    expected = sign_payload(result.get("payload"), key, canonical=canonical)
     return hmac.compare_digest(expected, value.lower())

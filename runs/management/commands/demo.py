@@ -49,8 +49,8 @@ class Command(BaseCommand):
 def _queries_not_logged():
     """The load without DEBUG's query log, which the quick start has on: the log keeps the
     last 9,000 of some 150,000 statements, and on SQLite each logged statement costs a second
-    one that quotes its parameters. The demo's reruns loaded in 97.9 s with it and 90.2 s
-    without (bench/demo_load.py, SQLite, 2026-12-06)."""
+    one that quotes its parameters. The demo's reruns loaded in 97.9 s under DEBUG and 90.2 s
+    with DEBUG off (bench/demo_load.py, SQLite, 2026-12-06)."""
     connection.make_debug_cursor = connection.make_cursor
     try:
         yield

@@ -267,5 +267,8 @@ def controlled_run_from(
         resolver=resolver,
         trigger="rerun",
         unranked=unranked,
+        # The recorder's savepoint (ResultRecorder.record), or the re-judging's transaction,
+        # rolls the record back with the rest of its result.
+        savepoint=False,
     )
     return Run.objects.current_of(source_slug=SOURCE["slug"], external_id=record.external_id)

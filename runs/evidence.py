@@ -663,7 +663,9 @@ def evidence_apply(
         raise ValueError("a controlled run's own level is `controlled` and does not move")
     if controlled_run is not None and controlled_run.source.slug != "kernelindex":
         raise ValueError(f"run {controlled_run.public_id} is no controlled run")
-    with transaction.atomic():
+    # No savepoint of its own: called in a transaction, it is the caller's (a result recorded
+    # in its own savepoint, a run re-judged in its own transaction) that rolls back with it.
+    with transaction.atomic(savepoint=False):
         if controlled_run is not None:
             _controlled_level(controlled_run)
         # Lock the row: two results for the same run recorded at once must not both read the

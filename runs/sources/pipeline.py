@@ -235,6 +235,7 @@ def ingest_records(
     resolver: Resolver | None = None,
     trigger: str = "command",
     unranked: set[int] | None = None,
+    savepoint: bool = True,
 ) -> IngestReport:
     """The one door for records, whoever built them: an upstream file's parsed rows, or the
     record of a verified controlled result (reruns/controlled.py). They are checked whole
@@ -244,12 +245,16 @@ def ingest_records(
     `unranked`: the ids of the publications to rank go into this set instead of being ranked
     here; the caller ranks them (rank_publication) before its own transaction commits. A
     batch of one-record imports into the same publication (a folder of rerun results) ranks
-    it once rather than once per record: ranking is a pass over the whole publication."""
+    it once rather than once per record: ranking is a pass over the whole publication.
+
+    `savepoint=False`: inside a transaction, the records are written in it without a savepoint
+    of their own, for a caller whose own savepoint rolls back with them (a controlled result,
+    reruns.services.ResultRecorder): a savepoint is two more round trips a record."""
     input_check(item)
     if not records:
         raise IngestError(item.location, [(1, "no records in the file (only a header?)")])
     records_check(records, item.location)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=savepoint):
         publication = publication_ensure(source=source, item=item)
         report = records_write(
             source=source,

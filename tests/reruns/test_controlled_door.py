@@ -9,6 +9,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from kirunner.canonical import canonicalize
 from reruns import services
@@ -132,3 +133,35 @@ def test_only_a_run_of_the_kernelindex_source_can_be_made_controlled(run):
         )
     other.refresh_from_db()
     assert other.evidence == Evidence.REPORTED and not EvidenceEvent.objects.exists()
+
+
+def test_a_result_that_fails_mid_write_leaves_nothing_and_the_next_one_records(db, monkeypatch):
+    """The controlled run's record and the evidence event have no savepoints of their own: the
+    recorder's, one a result, rolls a failed result back whole, and the folder's transaction
+    goes on (manage.py rerun load-demo records a folder so)."""
+    first, second = RunFactory(), RunFactory()
+    recorder = services.ResultRecorder(via="demo", rank_later=True)
+    create = EvidenceEvent.objects.create
+    calls = []
+
+    def create_once_failing(**fields):
+        calls.append(fields["run"].pk)
+        if len(calls) == 1:  # the first result's event: after its controlled run was written
+            raise IntegrityError("an evidence event that cannot be written")
+        return create(**fields)
+
+    monkeypatch.setattr(EvidenceEvent.objects, "create", create_once_failing)
+    with transaction.atomic():
+        with pytest.raises(ResultRejected):
+            recorder.record(_gpu_result(job_for(first)))
+        receipt = recorder.record(_gpu_result(job_for(second)))
+        recorder.rank()
+
+    assert calls == [first.pk, second.pk]
+    # Of the first result: no controlled run, no ledger entry, no receipt, its level untouched.
+    assert list(Run.objects.filter(source__slug="kernelindex")) == [receipt.controlled_run]
+    assert ImportRecord.objects.filter(source__slug="kernelindex").count() == 1
+    assert list(ResultReceipt.objects.values_list("job__run", flat=True)) == [second.pk]
+    first.refresh_from_db()
+    assert first.evidence == Evidence.REPORTED
+    assert list(EvidenceEvent.objects.values_list("run", flat=True)) == [second.pk]

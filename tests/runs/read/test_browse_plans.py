@@ -35,7 +35,7 @@ SEARCH_INDEXES = {
     "run_bench_median",
     "run_implementation",
     "run_environment",
-    "run_workload",
+    "run_workload_publication",
 }
 
 

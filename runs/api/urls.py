@@ -1,5 +1,4 @@
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
 
 from runs.api import views
 from runs.changes.urls import api_urlpatterns as changes_api
@@ -8,7 +7,7 @@ app_name = "api"
 
 urlpatterns = [
     path("", views.api_root, name="root"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", views.SchemaView.as_view(), name="schema"),
     path("docs/", views.docs, name="docs"),
     path("runs/", views.RunList.as_view(), name="runs"),
     path("runs/lookup/", views.RunLookup.as_view(), name="run-lookup"),

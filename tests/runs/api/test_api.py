@@ -172,6 +172,27 @@ def test_openapi_schema_validates(client):
 
 
 @pytest.mark.django_db
+def test_the_schema_served_once_per_process_is_the_one_drf_spectacular_generates(client):
+    """/schema/ serves the schema generated once per process (runs.api.views._schema), in
+    both formats, and it is what drf-spectacular's own view generates for the request."""
+    from drf_spectacular.views import SpectacularAPIView
+    from rest_framework.test import APIRequestFactory
+
+    as_json = "application/vnd.oai.openapi+json"
+    own = SpectacularAPIView.as_view()(
+        APIRequestFactory().get("/api/v1/schema/", HTTP_ACCEPT=as_json)
+    )
+    own.render()
+    served = client.get("/api/v1/schema/", HTTP_ACCEPT=as_json)
+    assert served.status_code == 200 and served["Content-Type"].startswith(as_json)
+    assert json.loads(served.content) == json.loads(own.content)
+    as_yaml = client.get("/api/v1/schema/")
+    assert as_yaml["Content-Type"].startswith("application/vnd.oai.openapi")
+    assert 'filename="' in as_yaml["Content-Disposition"]
+    assert b"/api/v1/runs/lookup/:" in as_yaml.content
+
+
+@pytest.mark.django_db
 def test_api_root_lists_every_endpoint(client, settings):
     response = client.get("/api/v1/")
     assert response.status_code == 200 and response["Content-Type"] == "application/json"

@@ -103,3 +103,24 @@ def test_the_page_and_api_say_which_commit_each_row_was_measured_at(db, client):
     assert set(data["script_changes"]) == {"dyt_beta=False", "dyt_beta=True", "geglu", "swiglu"}
     not_measured = [r for r in data["rows"] if r["status"] == "not-measured"]
     assert not_measured and all(r["upstream_commits"] == [] for r in not_measured)
+
+
+def test_the_table_is_rendered_once_per_data_version(ci, client, settings, monkeypatch):
+    """Page and API keep their table under the data's version (runs.read.freshness.cached):
+    with the page cache off, a second reader gets the same table without its being made
+    again, and a write to the run data makes it anew."""
+    from runs.fidelity import views
+
+    settings.PAGE_CACHE_SECONDS = 0
+    made = []
+    table = views._table
+    monkeypatch.setattr(views, "_table", lambda source: made.append(source.slug) or table(source))
+    pages = [client.get("/sources/liger-kernel-ci/fidelity/").content for _ in range(2)]
+    apis = [client.get("/api/v1/sources/liger-kernel-ci/fidelity/").json() for _ in range(2)]
+    assert made == ["liger-kernel-ci"] * 2  # once for the page, once for the API
+    assert pages[0] == pages[1] and apis[0] == apis[1]
+    assert len(apis[0]["rows"]) == len(TABLE["rows"])
+    ci.description = "moved"
+    ci.save()  # the runs app's tables move the data version
+    client.get("/sources/liger-kernel-ci/fidelity/")
+    assert made == ["liger-kernel-ci"] * 3

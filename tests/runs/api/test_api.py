@@ -237,6 +237,17 @@ def test_docs_page_needs_no_external_assets(client):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/v1/docs/", "/api/v1/schema/"])
+def test_docs_and_schema_are_public_pages(client, url):
+    """Anonymous readers get them from the page cache after the first, with an ETag."""
+    first = client.get(url)
+    assert first["X-Page-Cache"] == "miss" and first["ETag"]
+    again = client.get(url)
+    assert again["X-Page-Cache"] == "hit" and again.content == first.content
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+
+
+@pytest.mark.django_db
 def test_api_detail_and_list_query_counts_do_not_grow(client, settings):
     settings.PAGE_CACHE_SECONDS = 0
     run = RunFactory(rank=1)

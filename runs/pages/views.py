@@ -183,7 +183,10 @@ def run_manifest_json(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 @require_safe
+@public_page
 def run_cite(request: HttpRequest, public_id: str, fmt: str) -> HttpResponse:
+    # Behind the page cache like the run page it cites: the run data and the access date
+    # (in every page's key) are all it reads.
     if fmt not in ("bib", "csl.json"):
         raise Http404("Citations come as cite.bib (BibTeX) or cite.csl.json (CSL-JSON).")
     run = _current_run(public_id)

@@ -204,6 +204,18 @@ def test_manifest_json_and_citations(client, example_run):
     assert client.get(f"/runs/{pid}/cite.txt").status_code == 404
 
 
+@pytest.mark.parametrize("fmt", ["bib", "csl.json"])
+def test_citations_are_served_from_the_page_cache(client, example_run, settings, fmt):
+    settings.PAGE_CACHE_SECONDS = 300
+    url = f"/runs/{example_run.public_id}/cite.{fmt}"
+    first = client.get(url)
+    assert first["X-Page-Cache"] == "miss" and first["ETag"]
+    again = client.get(url)
+    assert again["X-Page-Cache"] == "hit" and again.content == first.content
+    assert again["Content-Disposition"] == first["Content-Disposition"]
+    assert again["Content-Type"] == first["Content-Type"]
+
+
 def test_etag_last_modified_and_page_cache(client, example_run, settings):
     settings.PAGE_CACHE_SECONDS = 300
     url = f"/runs/{example_run.public_id}/"

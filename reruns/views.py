@@ -12,6 +12,7 @@ from reruns.forms import RerunRequestForm
 from reruns.models import JobState
 from reruns.services import RerunError, broker_configured, rerun_request
 from runs.models import Run
+from runs.read.page_cache import public_page
 
 
 @require_POST
@@ -43,8 +44,11 @@ def request_rerun(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 @require_GET
+@public_page
 def job_file(request: HttpRequest, public_id: str) -> HttpResponse:
-    """A run's self-run job file, or 404 with the reason the runner cannot reproduce it."""
+    """A run's self-run job file, or 404 with the reason the runner cannot reproduce it. The
+    same document for every reader (no nonce: selfrun.self_run_job), from the run data only,
+    so it is a public page with the run page's page cache and ETag."""
     run = Run.objects.with_related().current_or_404(public_id)
     reproduce = selfrun.reproduce_for(run)
     if reproduce.problem is not None:

@@ -108,6 +108,10 @@ def test_job_file_and_commands_from_the_page_for_each_source(every_source, clien
             assert f"job-{run.public_id}.json" in answer["Content-Disposition"]
             job = json.loads(answer.content)
             assert job == selfrun.self_run_job(run)
+            # The same file for every reader: the next one is the page cache's copy.
+            again = client.get(f"/runs/{run.public_id}/job.json")
+            assert again["X-Page-Cache"] == "hit" and again.content == answer.content
+            assert again["Content-Disposition"] == answer["Content-Disposition"]
             if provider == "liger":
                 release = validate_job(job)["revision"]
                 assert f"liger-kernel=={release}" in page

@@ -156,20 +156,20 @@ def test_a_row_measured_at_another_commit_carries_only_where_the_script_measures
 
 
 def test_a_changed_script_row_measured_at_both_commits_is_judged_at_the_runs_commit(db):
-    """DyT torch_compile backward is established beside the script at 02bac05 and not at
-    ab7fe2a (the runner read 1.13 of the rewritten script): each commit's run gets its own."""
-    key = ("dyt_beta=False", "torch_compile", "backward", "latency")
+    """DyT torch_compile full peak memory is equal to the script's at 02bac05 and not at
+    ab7fe2a (the runner reads one bf16 `x` above the rewritten script there): each commit's
+    run gets its own row."""
+    key = ("dyt_beta=False", "torch_compile", "full", "memory")
     row = next(r for r in TABLE_ROWS if (r["kernel"], r["provider"], r["pass"], r["metric"]) == key)
     assert {c: e["status"] for c, e in row["byCommit"].items()} == {
         "02bac05": fidelity.ESTABLISHED, "ab7fe2a": fidelity.NOT_ESTABLISHED}  # fmt: skip
-    note = "compiled, as in the script's process (one of the first 8 cells it met)"
     old = ci_run(*key, **at_commit("02bac05"))
-    assert decide(old, device_bound(0.385536), {"notes": [note]}).level == Evidence.REPRODUCED
+    assert decide(old, peak(PEAK_MIB)).level == Evidence.REPRODUCED
     new = ci_run(*key, **at_commit("ab7fe2ad" + "0" * 32))
-    out = decide(new, device_bound(0.385536), {"notes": [note]})
+    out = decide(new, peak(PEAK_MIB))
     assert out.level == Evidence.CHECKED
     assert out.facts["fidelity"]["status"] == fidelity.NOT_ESTABLISHED
-    assert out.facts["fidelity"]["reason"].startswith("at ab7fe2a: device-bound runner/script")
+    assert out.facts["fidelity"]["reason"].startswith("at ab7fe2a: peak memory differs")
 
 
 def test_every_script_change_names_a_kernel_of_the_table():

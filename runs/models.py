@@ -467,7 +467,7 @@ class Run(models.Model):
             # The workload's publication second: a failed correctness check reads the other
             # providers' accuracies of its cell in its publication (EvidenceEvent.objects.
             # reference_accuracies), a few hundred rows by workload, thousands by any other
-            # column (17 ms a result on SQLite by the benchmark's index, 0.5 ms by this one).
+            # column (17 ms a query on SQLite by the benchmark's index, 0.5 ms by this one).
             models.Index(fields=["workload", "publication"], name="run_workload_publication"),
             models.Index(fields=["timed_pass"], name="run_timed_pass"),
             models.Index(fields=["metric"], name="run_metric"),

@@ -179,8 +179,8 @@ class Command(BaseCommand):
         its own), the reference implementations' jobs first (_reference_first). The first bad
         job file or rejected result ends the load with its file name; what came before it
         stays recorded, and a later load goes on from there. The demo's 15 folders (6,301
-        results) load in 112-117 s on SQLite and 245-300 s on PostgreSQL on a 2-CPU host, 18.9
-        and 18.0 queries a result (bench/demo_load.py; docs/performance.md, "Demo load")."""
+        results) load in 65-67 s on SQLite and 173 s on PostgreSQL on a 2-CPU host, 18.9 and
+        18.0 queries a result (bench/demo_load.py; docs/performance.md, "Demo load")."""
         root = Path(folder)
         keys, jobs, results = _demo_folder(root)
         recorded = skipped = 0

@@ -17,12 +17,12 @@ import time
 
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
-_OUTAGE = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
+# Any failure of Redis, not only an unreachable one: a full Redis refuses writes with an error.
+_OUTAGE = (RedisError, OSError)
 # After a failure, go straight to memory for this long instead of waiting on a dead socket for
 # every call.
 RETRY_AFTER = 2.0
@@ -48,8 +48,8 @@ class FallbackRedisCache(RedisCache):
         if not self.degraded():
             try:
                 return getattr(RedisCache, name)(self, *args, **kwargs)
-            except _OUTAGE:
-                logger.warning("cache unavailable: %s served from process memory", name)
+            except _OUTAGE as error:
+                logger.warning("cache unavailable: %s served from process memory (%s)", name, error)
                 self._down_until = time.monotonic() + RETRY_AFTER
         return getattr(self._fallback, name)(*args, **kwargs)
 

@@ -196,19 +196,19 @@ TRIGGER = "ki_version"
 SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f','now')"
 
 
-def public_data_apps() -> frozenset[str]:
-    """The apps whose rows appear on public pages (`public_data = True` on their AppConfig)."""
-    return frozenset(c.label for c in apps.get_app_configs() if getattr(c, "public_data", False))
-
-
-def private_models() -> frozenset[str]:
-    """The "app.model" labels that move no version: the public apps' `private_models` (read by
-    no public page, or written on every request)."""
-    return frozenset(
-        f"{label}.{name}"
-        for label in public_data_apps()
-        for name in getattr(apps.get_app_config(label), "private_models", ())
-    )
+def versioned_models() -> list:
+    """The models whose writes move a version: those of the apps whose rows appear on public
+    pages (`public_data = True` on their AppConfig) but their `private_models` (read by no
+    public page, or written on every request)."""
+    return [
+        model
+        for config in apps.get_app_configs()
+        if getattr(config, "public_data", False)
+        for model in config.get_models(include_auto_created=True)
+        if model._meta.managed
+        and not model._meta.proxy
+        and model._meta.model_name not in getattr(config, "private_models", ())
+    ]
 
 
 def run_paths(model, row: str) -> list[str]:
@@ -263,16 +263,7 @@ def triggers_install(using: str = "default", **kwargs) -> None:
     existing = set(connection.introspection.table_names())
     if Version._meta.db_table not in existing or connection.vendor not in ("postgresql", "sqlite"):
         return
-    private = private_models()
-    models = [
-        m
-        for label in sorted(public_data_apps())
-        for m in apps.get_app_config(label).get_models(include_auto_created=True)
-        if m._meta.managed
-        and not m._meta.proxy
-        and m._meta.label_lower not in private
-        and m._meta.db_table in existing
-    ]
+    models = [m for m in versioned_models() if m._meta.db_table in existing]
     postgresql = connection.vendor == "postgresql"
     now = "now()" if postgresql else SQLITE_NOW
     with connection.cursor() as cursor:
@@ -281,11 +272,6 @@ def triggers_install(using: str = "default", **kwargs) -> None:
             (_install_postgresql if postgresql else _install_sqlite)(cursor, model, per_row)
             if per_row:
                 _seed(cursor, model, now)
-        if postgresql:  # an earlier release told listening processes of each move; none listen
-            v = Version._meta.db_table
-            for suffix in ("_row", "_reset"):
-                cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}_notify{suffix} ON {v}")
-            cursor.execute(f"DROP FUNCTION IF EXISTS {v}_notify()")
 
 
 def _install_postgresql(cursor, model, per_row: bool) -> None:

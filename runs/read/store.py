@@ -1,11 +1,10 @@
-"""Where cached pages and kept values live: the shared cache (Redis), and a copy in each process
-of what it put there or read from it, under the same keys and for no longer. Every key names
-the versions its value was computed under and a request reads its versions first, so the copy
-can no more serve a stale value than the shared cache: nothing is ever invalidated.
-
-A value is pickled once, here, and both stores hold those bytes, so each reader unpickles a
-copy of its own. The copy holds at most BUDGET bytes (least recently used out first) and no
-entry over LARGEST. The shared cache is an accelerator: when it fails, pages are rendered.
+"""Where cached pages and kept values live: the shared cache (Redis) and a copy in each process
+(Django's LocMemCache: least recently used out first) of what it put there or read from it,
+under the same keys and for no longer. Every key names the versions its value was computed
+under and a request reads its versions first, so the copy can no more serve a stale value than
+the shared cache: nothing is ever invalidated. A value is pickled once, here, so each reader
+unpickles a copy of its own. The shared cache is an accelerator: when it fails, whatever the
+backend, pages are rendered.
 
 What pays for the copy: bench/layers.py at 1,001,692 runs (02220a5c, 2026-12-06, in process,
 page cache off; docs/performance.md, "What each read-side layer buys"): the run page's
@@ -17,48 +16,36 @@ from __future__ import annotations
 
 import logging
 import pickle
-import threading
 import time
 
 from django.core.cache import cache
+from django.core.cache.backends.locmem import LocMemCache
 
 logger = logging.getLogger(__name__)
 
-BUDGET = 32 * 1024 * 1024
-LARGEST = 512 * 1024
+# At most ENTRIES entries of at most LARGEST bytes each (about 38 MiB); a larger entry stays
+# in the shared cache only.
+ENTRIES, LARGEST = 300, 128 * 1024
+copy = LocMemCache("ki-copy", {"OPTIONS": {"MAX_ENTRIES": ENTRIES}})
 # The shared cache's keys for entries of this shape, (expiry as time.time(), pickled value): a
 # process of an earlier release sharing the cache during a deploy never reads one.
 SHARED = "e1:"
-_copy: dict[str, tuple[float, bytes]] = {}  # oldest use first
-_held = {"bytes": 0}
-_lock = threading.Lock()
 
 
 def get(key: str, default=None, *, shared: bool = True):
     """The value stored under `key`; with shared=False, only if this process holds it."""
-    entry = _copied(key)
-    if entry is None and shared:
-        entry = _shared(cache.get, SHARED + key)
-        if entry is not None and entry[0] > time.time():
-            _copy_in(key, entry)
-        else:
-            entry = None
-    return default if entry is None else pickle.loads(entry[1])
+    return get_many([key], shared=shared).get(key, default)
 
 
-def get_many(keys) -> dict:
+def get_many(keys, *, shared: bool = True) -> dict:
     """{key: value} of the keys either store holds: one round trip for those not copied."""
-    found = {key: entry for key in keys if (entry := _copied(key)) is not None}
-    wanted = [key for key in keys if key not in found]
-    if wanted:
-        now = time.time()
+    found = copy.get_many(keys)
+    if wanted := [key for key in keys if key not in found] if shared else []:
         entries = _shared(cache.get_many, [SHARED + key for key in wanted]) or {}
         for key in wanted:
-            entry = entries.get(SHARED + key)
-            if entry is not None and entry[0] > now:
-                _copy_in(key, entry)
+            if (entry := entries.get(SHARED + key)) is not None and _copy_in(key, entry):
                 found[key] = entry
-    return {key: pickle.loads(entry[1]) for key, entry in found.items()}
+    return {key: pickle.loads(data) for key, (_, data) in found.items()}
 
 
 def put(key: str, value, seconds: float, *, shared: bool = True) -> None:
@@ -80,9 +67,7 @@ def put_many(values: dict, seconds: float, *, shared: bool = True) -> None:
 
 
 def clear_copy() -> None:
-    with _lock:
-        _copy.clear()
-        _held["bytes"] = 0
+    copy.clear()
 
 
 def _shared(method, *args):
@@ -93,25 +78,9 @@ def _shared(method, *args):
         return None
 
 
-def _copied(key: str):
-    with _lock:
-        entry = _copy.pop(key, None)
-        if entry is not None and entry[0] <= time.time():
-            _held["bytes"] -= len(entry[1])
-            return None
-        if entry is not None:
-            _copy[key] = entry  # now the most recently used
-        return entry
-
-
-def _copy_in(key: str, entry) -> None:
-    size = len(entry[1])
-    if size > LARGEST:
-        return
-    with _lock:
-        if (old := _copy.pop(key, None)) is not None:
-            _held["bytes"] -= len(old[1])
-        while _copy and _held["bytes"] + size > BUDGET:
-            _held["bytes"] -= len(_copy.pop(next(iter(_copy)))[1])
-        _copy[key] = entry
-        _held["bytes"] += size
+def _copy_in(key: str, entry: tuple[float, bytes]) -> bool:
+    """Copy a shared entry in for the rest of its life; False if that is over."""
+    left = entry[0] - time.time()
+    if left > 0 and len(entry[1]) <= LARGEST:
+        copy.set(key, entry, left)
+    return left > 0

@@ -39,7 +39,7 @@ def test_no_process_copy_sends_every_get_to_the_shared_cache():
     largest = store.LARGEST
     with layers.mode("no process copy"):
         store.put("layers-test", "value", 60)
-        assert store._copied("layers-test") is None
+        assert not store.copy.has_key("layers-test")
     assert store.LARGEST == largest
     store.put("layers-test", "value", 60)
-    assert store._copied("layers-test") is not None
+    assert store.copy.has_key("layers-test")

@@ -159,3 +159,22 @@ def test_logins_and_writes_survive_a_redis_outage(
     assert _writes(client, run, alice, "back") == [302, 302, 201]
     assert len(reached) > 1, "with Redis back, calls reach it again"
     assert not caches["default"].degraded()
+
+
+def test_a_full_redis_that_refuses_writes_takes_no_page_or_write_down(
+    own_redis, client, alice, settings, caplog
+):
+    """A Redis at its memory limit (noeviction) answers reads and refuses every write with an
+    error, not a dead socket: the page cache's puts and the rate limits' counts fall back too."""
+    from tests.factories import RunFactory
+
+    settings.PAGE_CACHE_SECONDS = 300
+    verify_email(alice)
+    alice.set_password("alice-password-1")
+    alice.save()
+    run = RunFactory()
+    client.raise_request_exception = False
+    redis.Redis.from_url(own_redis.url).config_set("maxmemory", 1)
+    assert client.get(f"/runs/{run.public_id}/").status_code == 200
+    assert "maxmemory" in caplog.text and "cache unavailable" in caplog.text
+    assert _writes(client, run, alice, "full") == [302, 302, 201]

@@ -134,14 +134,11 @@ def test_the_apps_declare_their_demo_data_public_tables_and_page_fragments():
     from runs.read import freshness
 
     assert [loader.name for loader in run_extensions.demo_loaders()] == ["controlled-reruns"]
-    assert freshness.public_data_apps() == {"runs", "attestations", "reruns"}
-    assert freshness.private_models() == {
-        "attestations.apitoken",
-        "attestations.watch",
-        "attestations.notice",
-        "runs.version",
-        "runs.tally",
-    }
+    versioned = {model._meta.label_lower for model in freshness.versioned_models()}
+    assert {label.split(".")[0] for label in versioned} == {"runs", "attestations", "reruns"}
+    assert {"runs.run", "attestations.attestation", "reruns.rerunjob"} <= versioned
+    private = {"attestations.apitoken", "attestations.watch", "attestations.notice"}
+    assert not versioned & (private | {"runs.version", "runs.tally"})
     assert run_extensions.site_fragments() == {
         "header": ["attestations/_account_nav.html"],
         "footer": [],

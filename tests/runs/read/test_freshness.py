@@ -72,10 +72,13 @@ def test_the_versions_read_is_the_connection_health_check(client, monkeypatch):
 @pytest.mark.services
 def test_an_earlier_releases_notify_trigger_is_dropped_on_migrate(services):
     """Databases migrated by an earlier release told listening processes of every moved
-    version; nothing listens now, so post_migrate's trigger install drops that trigger."""
+    version; nothing listens now, so a migration drops that trigger."""
+    import importlib
+
+    from django.apps import apps
     from django.db import connection
 
-    from runs.read import freshness
+    migration = importlib.import_module("runs.migrations.0020_drop_version_notify")
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -86,7 +89,8 @@ def test_an_earlier_releases_notify_trigger_is_dropped_on_migrate(services):
             "CREATE TRIGGER ki_version_notify_row AFTER INSERT OR UPDATE ON runs_version "
             "FOR EACH ROW EXECUTE FUNCTION runs_version_notify()"
         )
-        freshness.triggers_install()
+        with connection.schema_editor() as editor:
+            migration.drop_notify(apps, editor)
         cursor.execute(
             "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'ki_version_notify%%' "
             "UNION ALL SELECT count(*) FROM pg_proc WHERE proname = 'runs_version_notify'"

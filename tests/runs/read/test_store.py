@@ -4,9 +4,9 @@ bound on the copy's size, and never a value whose versions have moved."""
 
 from __future__ import annotations
 
-import pickle
-
 import pytest
+from django.core.cache import cache
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -17,21 +17,20 @@ from tests.factories import RunFactory
 
 @pytest.fixture
 def shared_calls(monkeypatch):
-    """The lookups store.py makes in the shared cache, as (method, key or keys)."""
+    """The lookups store.py makes in the shared cache, as (method, keys)."""
     calls = []
-    real = store._shared
+    real = cache.get_many
 
-    def spy(method, *args):
-        if method.__name__ in ("get", "get_many"):
-            calls.append((method.__name__, args[0]))
-        return real(method, *args)
+    def spy(keys):
+        calls.append(("get_many", list(keys)))
+        return real(keys)
 
-    monkeypatch.setattr(store, "_shared", spy)
+    monkeypatch.setattr(cache, "get_many", spy)
     return calls
 
 
-def _size(value) -> int:
-    return len(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+def _copied(key: str) -> bool:
+    return store.copy.has_key(key)
 
 
 def test_every_reader_gets_a_copy_of_its_own():
@@ -52,31 +51,30 @@ def test_an_entry_lives_no_longer_in_either_store_than_its_timeout(monkeypatch):
     assert store.get("k") == "v"
     now[0] += 0.2
     assert store.get("k", "gone") == "gone"  # the copy's entry is dropped...
-    assert store._held["bytes"] == 0 and "k" not in store._copy
+    assert not _copied("k")
     assert store.get_many(["k"]) == {}  # ...and the shared cache's is not taken up again
     store.put("never", "v", 0)  # a page cache turned off keeps nothing anywhere
     assert store.get("never") is None
 
 
-def test_the_copy_drops_the_least_recently_used_entries_past_its_budget(monkeypatch):
-    value = "x" * 1000
-    monkeypatch.setattr(store, "BUDGET", 3 * _size(value))
+def test_the_copy_holds_at_most_its_entries_the_least_recently_used_out_first(monkeypatch):
+    copy = LocMemCache("test-copy", {"OPTIONS": {"MAX_ENTRIES": 3}})
+    copy.clear()
+    monkeypatch.setattr(store, "copy", copy)
     for key in "abc":
-        store.put(key, value, 60)
-    assert store.get("a") == value  # a is now the most recently used: b goes first
-    store.put("d", value, 60)
-    assert list(store._copy) == ["c", "a", "d"]
-    assert store._held["bytes"] == 3 * _size(value)
-    assert store.get("b") == value  # still in the shared cache, and copied back from it
-    assert list(store._copy) == ["a", "d", "b"]
-    store.put("a", "small", 60)  # replacing an entry gives its bytes back
-    assert store._held["bytes"] == 2 * _size(value) + _size("small")
+        store.put(key, "x" * 1000, 60)
+    assert store.get("a", shared=False) == "x" * 1000  # a is now the most recently used
+    store.put("d", "x", 60)  # full: the least recently used third (b) goes first
+    assert [k for k in "abcd" if _copied(k)] == ["a", "c", "d"]
+    assert store.get("b") == "x" * 1000  # still in the shared cache, and copied back from it
+    assert _copied("b")
+    assert store.ENTRIES * store.LARGEST <= 40 * 1024 * 1024
 
 
 def test_an_entry_over_the_largest_size_is_kept_in_the_shared_cache_only(monkeypatch):
     monkeypatch.setattr(store, "LARGEST", 100)
     store.put_many({"big": "x" * 200, "small": "x" * 10}, 60)
-    assert list(store._copy) == ["small"]
+    assert [_copied("big"), _copied("small")] == [False, True]
     assert store.get_many(["big", "small"]) == {"big": "x" * 200, "small": "x" * 10}
 
 
@@ -154,8 +152,6 @@ def test_a_cached_page_is_served_from_the_copy_and_retired_with_its_versions(
 
 
 def test_a_value_kept_in_this_process_only_never_reaches_the_shared_cache(shared_calls):
-    from django.core.cache import cache
-
     store.put("mine", "v", 60, shared=False)
     assert store.get("mine", shared=False) == "v"
     assert cache.get(store.SHARED + "mine") is None
@@ -176,8 +172,6 @@ def test_a_run_pages_sections_are_kept_by_the_process_that_rendered_them(
 ):
     """Each cold run page would otherwise store its 30 KB in the shared cache for a reader who
     seldom comes to the same process; the process that rendered them serves them again."""
-    from django.core.cache import cache
-
     from runs.querysets import RunQuerySet
 
     settings.PAGE_CACHE_SECONDS = 0
@@ -193,7 +187,7 @@ def test_a_run_pages_sections_are_kept_by_the_process_that_rendered_them(
     url = f"/runs/{run.public_id}/"
     first = client.get(url).content
     key = freshness.cached_key(f"run-page:{run.public_id}", [freshness.DATA])
-    assert key in store._copy and cache.get(store.SHARED + key) is None
+    assert _copied(key) and cache.get(store.SHARED + key) is None
     shared_calls.clear()
     assert client.get(url).content == first and reads == [run.public_id]
     assert not [keys for _, keys in shared_calls if "run-page" in str(keys)]

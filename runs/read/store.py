@@ -1,8 +1,9 @@
 """Where cached pages and kept values live: the shared cache (Redis) and a copy in each process
-(Django's LocMemCache: least recently used out first) of what it put there or read from it,
-under the same keys and for no longer. Every key names the versions its value was computed
-under and a request reads its versions first, so the copy can no more serve a stale value than
-the shared cache: nothing is ever invalidated. A value is pickled once, here, so each reader
+of what it put there or read from it, under the same keys and for no longer (cachetools'
+TLRUCache: at most BUDGET bytes, least recently used out first, no entry over LARGEST). Every
+key names the versions its value was computed under and a request reads its versions first,
+so the copy can no more serve a stale value than the shared cache: nothing is ever
+invalidated. A value is pickled once, here, so each reader
 unpickles a copy of its own. The shared cache is an accelerator: when it fails, whatever the
 backend, pages are rendered.
 
@@ -16,17 +17,25 @@ from __future__ import annotations
 
 import logging
 import pickle
+import threading
 import time
 
+from cachetools import TLRUCache
 from django.core.cache import cache
-from django.core.cache.backends.locmem import LocMemCache
 
 logger = logging.getLogger(__name__)
 
-# At most ENTRIES entries of at most LARGEST bytes each (about 38 MiB); a larger entry stays
-# in the shared cache only.
-ENTRIES, LARGEST = 300, 128 * 1024
-copy = LocMemCache("ki-copy", {"OPTIONS": {"MAX_ENTRIES": ENTRIES}})
+BUDGET, LARGEST = 32 * 1024 * 1024, 512 * 1024
+
+
+def copy_of(budget: int) -> TLRUCache:
+    """A copy of `budget` bytes, whose entry (expiry as time.time(), pickled value) leaves it
+    when the shared cache's does."""
+    return TLRUCache(budget, lambda key, e, now: e[0], lambda: time.time(), lambda e: len(e[1]))
+
+
+copy = copy_of(BUDGET)
+_lock = threading.Lock()
 # The shared cache's keys for entries of this shape, (expiry as time.time(), pickled value): a
 # process of an earlier release sharing the cache during a deploy never reads one.
 SHARED = "e1:"
@@ -39,7 +48,8 @@ def get(key: str, default=None, *, shared: bool = True):
 
 def get_many(keys, *, shared: bool = True) -> dict:
     """{key: value} of the keys either store holds: one round trip for those not copied."""
-    found = copy.get_many(keys)
+    with _lock:
+        found = {key: entry for key in keys if (entry := copy.get(key)) is not None}
     if wanted := [key for key in keys if key not in found] if shared else []:
         entries = _shared(cache.get_many, [SHARED + key for key in wanted]) or {}
         for key in wanted:
@@ -67,7 +77,8 @@ def put_many(values: dict, seconds: float, *, shared: bool = True) -> None:
 
 
 def clear_copy() -> None:
-    copy.clear()
+    with _lock:
+        copy.clear()
 
 
 def _shared(method, *args):
@@ -80,7 +91,8 @@ def _shared(method, *args):
 
 def _copy_in(key: str, entry: tuple[float, bytes]) -> bool:
     """Copy a shared entry in for the rest of its life; False if that is over."""
-    left = entry[0] - time.time()
-    if left > 0 and len(entry[1]) <= LARGEST:
-        copy.set(key, entry, left)
-    return left > 0
+    if live := entry[0] > time.time():
+        if len(entry[1]) <= LARGEST:
+            with _lock:
+                copy[key] = entry
+    return live

@@ -39,7 +39,7 @@ def test_no_process_copy_sends_every_get_to_the_shared_cache():
     largest = store.LARGEST
     with layers.mode("no process copy"):
         store.put("layers-test", "value", 60)
-        assert not store.copy.has_key("layers-test")
+        assert "layers-test" not in store.copy
     assert store.LARGEST == largest
     store.put("layers-test", "value", 60)
-    assert store.copy.has_key("layers-test")
+    assert "layers-test" in store.copy

@@ -4,9 +4,10 @@ bound on the copy's size, and never a value whose versions have moved."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from django.core.cache import cache
-from django.core.cache.backends.locmem import LocMemCache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -30,7 +31,7 @@ def shared_calls(monkeypatch):
 
 
 def _copied(key: str) -> bool:
-    return store.copy.has_key(key)
+    return key in store.copy
 
 
 def test_every_reader_gets_a_copy_of_its_own():
@@ -57,18 +58,20 @@ def test_an_entry_lives_no_longer_in_either_store_than_its_timeout(monkeypatch):
     assert store.get("never") is None
 
 
-def test_the_copy_holds_at_most_its_entries_the_least_recently_used_out_first(monkeypatch):
-    copy = LocMemCache("test-copy", {"OPTIONS": {"MAX_ENTRIES": 3}})
-    copy.clear()
-    monkeypatch.setattr(store, "copy", copy)
+def test_the_copy_drops_the_least_recently_used_entries_past_its_budget(monkeypatch):
+    value = "x" * 1000
+    size = len(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    monkeypatch.setattr(store, "copy", store.copy_of(3 * size))
     for key in "abc":
-        store.put(key, "x" * 1000, 60)
-    assert store.get("a", shared=False) == "x" * 1000  # a is now the most recently used
-    store.put("d", "x", 60)  # full: the least recently used third (b) goes first
+        store.put(key, value, 60)
+    assert store.get("a", shared=False) == value  # a is now the most recently used: b goes first
+    store.put("d", value, 60)
     assert [k for k in "abcd" if _copied(k)] == ["a", "c", "d"]
-    assert store.get("b") == "x" * 1000  # still in the shared cache, and copied back from it
-    assert _copied("b")
-    assert store.ENTRIES * store.LARGEST <= 40 * 1024 * 1024
+    assert store.copy.currsize == 3 * size
+    assert store.get("b") == value  # still in the shared cache, and copied back from it
+    assert [k for k in "abcd" if _copied(k)] == ["a", "b", "d"]
+    store.put("a", "small", 60)  # replacing an entry gives its bytes back
+    assert store.copy.currsize == 2 * size + len(pickle.dumps("small", pickle.HIGHEST_PROTOCOL))
 
 
 def test_an_entry_over_the_largest_size_is_kept_in_the_shared_cache_only(monkeypatch):

@@ -101,7 +101,7 @@ HOST_DOMINATED_FACTOR = 3.0
 MEMORY_PROTOCOL = "upstream-resident"
 # Written into every event's facts: re-judging (reruns.services.run_rejudge) replays a run
 # whose newest re-judged event was decided by an older rule.
-RULE_VERSION = "2026-12-06 reference itself"
+RULE_VERSION = "2026-12-07 script cell"
 
 # Result units -> the run's integer units (ns, bytes).
 UNIT_SCALE = {"ms": 1e6, "us": 1e3, "ns": 1.0, "MiB": 2**20, "B": 1.0}
@@ -317,6 +317,9 @@ def _fidelity_gate(
         facts.update(withheld=withheld, earlierHarness=True, why=earlier)
         return Outcome(Evidence.CHECKED, facts)
     if found.status == fidelity.ESTABLISHED:
+        if disagree := _script_disagrees(run, outcome, facts):
+            facts.update(withheld=withheld, why=disagree)
+            return Outcome(Evidence.CHECKED, facts)
         return Outcome(outcome.level, facts, outcome.unsettles)
     figure = "peak-memory" if run.metric == "memory" else "latency"
     if found.status == fidelity.NOT_MEASURED:
@@ -332,6 +335,47 @@ def _fidelity_gate(
         )
     facts.update(withheld=withheld, why=why)
     return Outcome(Evidence.CHECKED, facts)
+
+
+def _script_disagrees(run: Run, outcome: Outcome, facts: dict) -> str:
+    """Rule 6 on the cell itself: where upstream's own script measured this very cell on the
+    same GPU product at the row's commit, a verdict stands only where the script's figure,
+    held to the same tolerance, gives the same one. Where they part, the two harnesses
+    disagree on this cell, and the published figure is neither confirmed nor refuted. Returns
+    the reason, or "" where the script agrees or did not measure the cell."""
+    tolerance = outcome.facts.get("tolerance")
+    cell = fidelity.script_cell(
+        source_slug=run.source.slug,
+        commit=run.publication.upstream_commit if run.publication_id else None,
+        gpu=run.environment.gpu.upstream_name,
+        kernel=run.benchmark.slug,
+        provider=run.implementation.provider_key,
+        timed_pass=run.timed_pass,
+        metric=run.metric,
+        workload=run.workload.slug,
+    )
+    if cell is None or tolerance is None or not run.median:
+        return ""
+    deviation = abs(cell.figure - run.median) / run.median
+    script_level = Evidence.REPRODUCED if deviation <= tolerance else Evidence.NOT_REPRODUCED
+    facts["scriptCell"] = {
+        "figure": cell.figure,
+        "deviation": round(deviation, 6),
+        "commit": cell.commit,
+        "calls": list(cell.calls),
+        "level": script_level,
+    }
+    if script_level == outcome.level:
+        return ""
+    figure = "published peak" if run.metric == "memory" else "published median"
+    side = "within" if script_level == Evidence.REPRODUCED else "outside"
+    off = evidence_samples.percent_apart(deviation, tolerance)
+    return (
+        f"upstream's own script measured this cell on the {cell.gpu} {off} off the {figure}, "
+        f"{side} the {tolerance:.0%} tolerance, where the runner measured "
+        f"{evidence_samples.percent_apart(facts.get('deviation', 0), tolerance)} off: on this "
+        "cell the two harnesses disagree, so neither confirms nor refutes the published figure"
+    )
 
 
 def _upstream_check(

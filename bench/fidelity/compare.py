@@ -162,6 +162,7 @@ def table(batch: Path, source: str, source_csvs: list[Path]) -> dict:
     """The published fidelity table (module docstring), with LATER_COMMITS' rows merged."""
     out = json.loads(json.dumps(_table_02bac05(batch, source, source_csvs)))
     repo = Path(__file__).resolve().parents[2]
+    later = None
     for commit, later_batch, scripts in LATER_COMMITS:
         if not (repo / later_batch / "results").is_dir():
             continue
@@ -173,6 +174,9 @@ def table(batch: Path, source: str, source_csvs: list[Path]) -> dict:
         later = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(later)
         out = later.merged_commit(out, repo, commit, later_batch, scripts)
+    if later is not None:  # the script's own figure per cell, at each commit (bench/h100)
+        cells = later.script_cells(sorted(batch.glob("**/upstream.csv")), "02bac05")
+        out["scriptCells"] = cells + out.get("scriptCells", [])
     return out
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -61,6 +62,34 @@ def script_rows(scripts: Path) -> dict[tuple, dict[str, float]]:
             y50 = row.source_metrics
             value = next(v for k, v in y50.items() if k.endswith("_50"))
             out.setdefault(key, {})[call] = value
+    return out
+
+
+def script_cells(csv_paths, commit: str) -> list[dict]:
+    """Each cell upstream's scripts measured at `commit`: the median of its readings (one per
+    device call that ran the script), on which GPU, in the published runs' unit (ns, B), as
+    the ingest reads the CSV. The evidence rule reads them (runs/fidelity/table.py,
+    script_cell): a verdict stands only where the script's figure for the cell gives the same."""
+    from runs.reference import catalogue
+    from runs.sources.parsers import parse_liger_csv
+
+    readings: dict[tuple, dict] = {}
+    for csv_path in sorted(csv_paths):
+        call = "/".join(csv_path.parts[-3:-1])  # <call>/upstream-<kernel>
+        for row in parse_liger_csv(csv_path.read_bytes(), str(csv_path)):
+            key = (row.gpu_name, row.benchmark, row.provider, row.timed_pass, row.metric,
+                   catalogue.workload_slug(row.params))  # fmt: skip
+            cell = readings.setdefault(key, {"values": [], "calls": set(), "unit": row.unit})
+            cell["values"].append(row.median)
+            cell["calls"].add(call)
+    out = []
+    for (gpu, kernel, provider, timed_pass, metric, workload), cell in sorted(readings.items()):
+        out.append(
+            {"commit": commit, "gpu": gpu, "kernel": kernel, "provider": provider,
+             "pass": timed_pass, "metric": metric, "workload": workload,
+             "figure": statistics.median(cell["values"]), "unit": cell["unit"],
+             "calls": sorted(cell["calls"])}
+        )  # fmt: skip
     return out
 
 
@@ -263,7 +292,10 @@ def merged_commit(table: dict, repo: Path, commit: str, batch: str, scripts: str
         f"{scripts}/README.md gives each call",
         "rows": len(new_rows),
     }
-    return merged(table, new_rows, meta)
+    out = merged(table, new_rows, meta)
+    cells = script_cells((repo / scripts).glob("*/upstream-*/upstream.csv"), COMMIT)
+    out["scriptCells"] = [c for c in out.get("scriptCells", []) if c["commit"] != COMMIT] + cells
+    return out
 
 
 def main() -> None:

@@ -63,6 +63,39 @@ def _rows_by_key(source_slug: str) -> dict[tuple, dict]:
     return {(r["kernel"], r["provider"], r["pass"], r["metric"]): r for r in data["rows"]}
 
 
+@dataclass(frozen=True)
+class ScriptCell:
+    """Upstream's own script's figure for one cell, in the runs' unit (ns or B)."""
+
+    figure: float
+    gpu: str
+    commit: str
+    calls: tuple[str, ...]
+
+
+@lru_cache(maxsize=16)
+def _script_cells(source_slug: str) -> dict[tuple, ScriptCell]:
+    # Keyed by the commit's first seven characters, as the table names commits.
+    cells = (table(source_slug) or {}).get("scriptCells", [])
+    return {
+        (c["commit"][:7], c["gpu"], c["kernel"], c["provider"], c["pass"], c["metric"],
+         c["workload"]): ScriptCell(c["figure"], c["gpu"], c["commit"], tuple(c["calls"]))
+        for c in cells
+    }  # fmt: skip
+
+
+def script_cell(
+    *, source_slug: str, commit: str | None, gpu: str, kernel: str, provider: str,
+    timed_pass: str, metric: str, workload: str,
+) -> ScriptCell | None:  # fmt: skip
+    """What upstream's own script measured for this very cell at the run's commit on the same
+    GPU product (bench/h100/fidelity.py, script_cells), or None where it did not."""
+    if not commit:
+        return None
+    key = (commit[:7], gpu, kernel, provider, timed_pass, metric, workload)
+    return _script_cells(source_slug).get(key)
+
+
 def page_url(source_slug: str, row_anchor: str = "") -> str:
     url = reverse("fidelity:source", args=[source_slug])
     return f"{url}#{row_anchor}" if row_anchor else url

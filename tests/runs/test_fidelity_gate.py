@@ -15,7 +15,13 @@ from runs import evidence
 from runs.evidence import outcome_decide
 from runs.fidelity import table as fidelity
 from runs.models import Evidence, EvidenceEvent
-from tests.factories import BenchmarkFactory, PublicationFactory, RunFactory, SourceFactory
+from tests.factories import (
+    BenchmarkFactory,
+    PublicationFactory,
+    RunFactory,
+    SourceFactory,
+    workload_for,
+)
 from tests.factories_reruns import TEST_KEYS, double_result, job_for, sign
 
 pytestmark = pytest.mark.fidelity_gate
@@ -155,14 +161,18 @@ def test_a_row_measured_at_another_commit_carries_only_where_the_script_measures
     assert decide(geglu, device_bound(0.385536)).level == Evidence.CHECKED
 
 
-def test_a_changed_script_row_measured_at_both_commits_is_judged_at_the_runs_commit(db):
-    """DyT torch_compile full peak memory is equal to the script's at 02bac05 and not at
-    ab7fe2a (the runner reads one bf16 `x` above the rewritten script there): each commit's
-    run gets its own row."""
+def test_a_changed_script_row_measured_at_both_commits_is_judged_at_the_runs_commit(
+    db, monkeypatch
+):
+    """A kernel whose script was rewritten between the commits (DyT) keeps each commit's
+    status in its row, and a run is judged by its own commit's. DyT torch_compile full peak
+    memory is established at both since call 22; here the ab7fe2a half is set otherwise."""
     key = ("dyt_beta=False", "torch_compile", "full", "memory")
-    row = next(r for r in TABLE_ROWS if (r["kernel"], r["provider"], r["pass"], r["metric"]) == key)
+    row = fidelity._rows_by_key("liger-kernel-ci")[key]
     assert {c: e["status"] for c, e in row["byCommit"].items()} == {
-        "02bac05": fidelity.ESTABLISHED, "ab7fe2a": fidelity.NOT_ESTABLISHED}  # fmt: skip
+        "02bac05": fidelity.ESTABLISHED, "ab7fe2a": fidelity.ESTABLISHED}  # fmt: skip
+    differs = {"status": fidelity.NOT_ESTABLISHED, "reason": "at ab7fe2a: peak memory differs"}
+    monkeypatch.setitem(row["byCommit"], "ab7fe2a", row["byCommit"]["ab7fe2a"] | differs)
     old = ci_run(*key, **at_commit("02bac05"))
     assert decide(old, peak(PEAK_MIB)).level == Evidence.REPRODUCED
     new = ci_run(*key, **at_commit("ab7fe2ad" + "0" * 32))
@@ -170,6 +180,62 @@ def test_a_changed_script_row_measured_at_both_commits_is_judged_at_the_runs_com
     assert out.level == Evidence.CHECKED
     assert out.facts["fidelity"]["status"] == fidelity.NOT_ESTABLISHED
     assert out.facts["fidelity"]["reason"].startswith("at ab7fe2a: peak memory differs")
+
+
+def flce_forward_run(commit: str = "ab7fe2a"):
+    """fused_linear_cross_entropy huggingface forward, V 128256, bt 4096, as published at
+    ab7fe2a on the H100 (7.0288 ms; run 7510f6fd of the demo): upstream's own script read this
+    cell on the lent H100 (call 22) 1.5 % off the published median."""
+    source = SourceFactory(slug="liger-kernel-ci", name="Liger-Kernel CI")
+    benchmark = BenchmarkFactory(slug="fused_linear_cross_entropy")
+    params = {"V": 128256, "bt": 4096, "hidden": 4096, "mode": "forward", "dtype": "bf16"}
+    return RunFactory(
+        source=source,
+        benchmark=benchmark,
+        provider="huggingface",
+        timed_pass="forward",
+        metric="latency",
+        median=7_028_800,
+        workload=workload_for(benchmark, **params),
+        publication=PublicationFactory(source=source, slug=commit, upstream_commit=commit),
+    )
+
+
+def test_a_verdict_the_scripts_own_figure_for_the_cell_contradicts_is_checked(db):
+    """The row is established, yet on this very cell the runner and upstream's script part:
+    the script's figure, held to the same tolerance, reproduces the published median, so the
+    runner's `not-reproduced` is the runner's difference, not the kernel's."""
+    run = flce_forward_run()
+    cell = fidelity.script_cell(
+        source_slug="liger-kernel-ci", commit="ab7fe2a", gpu="NVIDIA H100 80GB HBM3",
+        kernel="fused_linear_cross_entropy", provider="huggingface", timed_pass="forward",
+        metric="latency", workload=run.workload.slug,
+    )  # fmt: skip
+    assert cell is not None and abs(cell.figure / 7_028_800 - 1) < 0.02
+    out = decide(run, device_bound(7.0288 * 1.5))  # 50 % off: outside the 35 % tolerance
+    assert out.level == Evidence.CHECKED
+    assert out.facts["withheld"]["level"] == Evidence.NOT_REPRODUCED
+    assert out.facts["scriptCell"]["level"] == Evidence.REPRODUCED
+    why = out.facts["why"]
+    assert why.startswith("upstream's own script measured this cell on the NVIDIA H100 80GB HBM3")
+    assert "the two harnesses disagree" in why
+    agreed = decide(run, device_bound(7.0288 * 1.02))
+    assert agreed.level == Evidence.REPRODUCED
+    assert agreed.facts["scriptCell"]["level"] == Evidence.REPRODUCED
+
+
+def test_the_scripts_cell_figure_counts_only_at_its_commit_and_gpu(db):
+    """At another commit, or for another GPU product, the script measured something else:
+    the runner's verdict stands on the row alone."""
+    run = flce_forward_run(commit="02bac05")
+    assert "scriptCell" not in decide(run, device_bound(7.0288 * 1.5)).facts
+    h200 = flce_forward_run()
+    h200.environment.gpu.upstream_name = "NVIDIA H200"
+    assert fidelity.script_cell(
+        source_slug="liger-kernel-ci", commit="ab7fe2a", gpu="NVIDIA H200",
+        kernel="fused_linear_cross_entropy", provider="huggingface", timed_pass="forward",
+        metric="latency", workload=h200.workload.slug,
+    ) is None  # fmt: skip
 
 
 def test_every_script_change_names_a_kernel_of_the_table():

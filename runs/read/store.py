@@ -3,9 +3,8 @@ of what it put there or read from it, under the same keys and for no longer (cac
 TLRUCache: at most BUDGET bytes, least recently used out first, no entry over LARGEST). Every
 key names the versions its value was computed under and a request reads its versions first,
 so the copy can no more serve a stale value than the shared cache: nothing is ever
-invalidated. A value is pickled once, here, so each reader
-unpickles a copy of its own. The shared cache is an accelerator: when it fails, whatever the
-backend, pages are rendered.
+invalidated. A value is pickled once, here, so each reader unpickles a copy of its own. The
+shared cache is an accelerator: when it fails, whatever the backend, pages are rendered.
 
 What pays for the copy: bench/layers.py at 1,001,692 runs (02220a5c, 2026-12-06, in process,
 page cache off; docs/performance.md, "What each read-side layer buys"): the run page's
@@ -50,7 +49,8 @@ def get_many(keys, *, shared: bool = True) -> dict:
     """{key: value} of the keys either store holds: one round trip for those not copied."""
     with _lock:
         found = {key: entry for key in keys if (entry := copy.get(key)) is not None}
-    if wanted := [key for key in keys if key not in found] if shared else []:
+    wanted = [key for key in keys if key not in found] if shared else []
+    if wanted:
         entries = _shared(cache.get_many, [SHARED + key for key in wanted]) or {}
         for key in wanted:
             if (entry := entries.get(SHARED + key)) is not None and _copy_in(key, entry):

@@ -17,6 +17,7 @@ from runs.fidelity import table as fidelity
 from runs.models import Evidence, EvidenceEvent
 from tests.factories import (
     BenchmarkFactory,
+    GpuFactory,
     PublicationFactory,
     RunFactory,
     SourceFactory,
@@ -182,7 +183,7 @@ def test_a_changed_script_row_measured_at_both_commits_is_judged_at_the_runs_com
     assert out.facts["fidelity"]["reason"].startswith("at ab7fe2a: peak memory differs")
 
 
-def flce_forward_run(commit: str = "ab7fe2a"):
+def flce_forward_run(commit: str = "ab7fe2a", gpu=None):
     """fused_linear_cross_entropy huggingface forward, V 128256, bt 4096, as published at
     ab7fe2a on the H100 (7.0288 ms; run 7510f6fd of the demo): upstream's own script read this
     cell on the lent H100 (call 22) 1.5 % off the published median."""
@@ -198,6 +199,7 @@ def flce_forward_run(commit: str = "ab7fe2a"):
         median=7_028_800,
         workload=workload_for(benchmark, **params),
         publication=PublicationFactory(source=source, slug=commit, upstream_commit=commit),
+        **({"gpu": gpu} if gpu else {}),
     )
 
 
@@ -229,13 +231,18 @@ def test_the_scripts_cell_figure_counts_only_at_its_commit_and_gpu(db):
     the runner's verdict stands on the row alone."""
     run = flce_forward_run(commit="02bac05")
     assert "scriptCell" not in decide(run, device_bound(7.0288 * 1.5)).facts
-    h200 = flce_forward_run()
-    h200.environment.gpu.upstream_name = "NVIDIA H200"
-    assert fidelity.script_cell(
-        source_slug="liger-kernel-ci", commit="ab7fe2a", gpu="NVIDIA H200",
-        kernel="fused_linear_cross_entropy", provider="huggingface", timed_pass="forward",
-        metric="latency", workload=h200.workload.slug,
-    ) is None  # fmt: skip
+    h200 = GpuFactory(upstream_name="NVIDIA H200", slug="nvidia-h200", product="NVIDIA H200")
+    out = outcome_decide(
+        run=flce_forward_run(gpu=h200),
+        correctness_passed=True,
+        device="cuda",
+        gpu_product="NVIDIA H200",
+        measurement=device_bound(7.0288 * 1.5),
+        environment={"allocatedAtStartBytes": 0},
+        process="p1",
+        implementation=None,
+    )
+    assert out.level == Evidence.NOT_REPRODUCED and "scriptCell" not in out.facts
 
 
 def test_every_script_change_names_a_kernel_of_the_table():

@@ -44,13 +44,24 @@ def consume(request: HttpRequest, kind: str) -> bool:
         ip_limit, ip_window = settings.COMMUNITY_IP_RATE_LIMITS[kind]
         checks = [
             (f"community-rl:{kind}:user:{request.user.pk}", limit, window),
-            (f"community-rl:{kind}:ip-accounts:{ip}", ip_limit, ip_window),
+            (_address_key(kind, "ip-accounts", ip), ip_limit, ip_window),
         ]
     else:
-        checks = [(f"community-rl:{kind}:ip:{ip}", limit, window)]
+        checks = [(_address_key(kind, "ip", ip), limit, window)]
     # Count against every bucket, so a refused write still counts where it was refused.
     counts = [(_bump(key, seconds), most) for key, most, seconds in checks]
     return all(count <= most for count, most in counts)
+
+
+def _address_key(kind: str, bucket: str, ip: str) -> str:
+    return f"community-rl:{kind}:{bucket}:{ip}"
+
+
+def address_keys(ip: str) -> list[str]:
+    """Every counter kept for one address: its writes without an account, and all its
+    accounts' writes together, of every kind."""
+    kinds = settings.COMMUNITY_RATE_LIMITS
+    return [_address_key(kind, bucket, ip) for kind in kinds for bucket in ("ip", "ip-accounts")]
 
 
 def token_failures_key(address: str) -> str:

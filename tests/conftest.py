@@ -136,14 +136,16 @@ def _fresh_page_cache():
 
 @pytest.fixture(autouse=True)
 def _no_token_failures_counted():
-    """Failed bearer authentications are counted per address in the shared cache (not flushed:
-    in CI it is the broker's Redis): the test client's address starts each test with none, so
-    one test's wrong tokens cannot lock out the next test's right one."""
+    """Failed bearer authentications and community writes are counted per address in the
+    shared cache (not flushed: in CI it is the broker's Redis): the test client's address
+    (the live server's too) starts each test with none, so one test's wrong tokens cannot
+    lock out the next test's right one, nor a worker's earlier tests' writes (all accounts
+    of an address: 200 an hour) refuse a later test's first."""
     from django.core.cache import cache
 
-    from attestations.ratelimit import token_failures_key
+    from attestations.ratelimit import address_keys, token_failures_key
 
-    cache.delete(token_failures_key("127.0.0.1"))
+    cache.delete_many([token_failures_key("127.0.0.1"), *address_keys("127.0.0.1")])
     yield
 
 

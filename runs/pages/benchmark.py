@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from runs.models import Metric, TimedPass
+from runs.models import Metric, TimedPass, page_url
 from runs.pages import charts
 from runs.reference.catalogue import normalise_param, param_order
 
@@ -24,7 +24,7 @@ class Panel:
     order: tuple = ()
     xs: list[float] = field(default_factory=list)
     implementations: list[str] = field(default_factory=list)
-    # cells[x][implementation] = run
+    # cells[x][implementation] = the run's ShownRun
     cells: dict = field(default_factory=lambda: defaultdict(dict))
     # What the benchmark page selects a panel by.
     source_slug: str = ""
@@ -45,6 +45,29 @@ class Panel:
     @property
     def sweep_label(self) -> str:
         return self.sweep or "Workload"
+
+
+@dataclass
+class ShownRun:
+    """What a panel's cell shows of its run. The panels are kept for every choice of view of
+    the benchmark page (runs/pages/views.py) and unpickled by each: as models, the
+    fused_neighborhood_attention page's 2,478 runs took 132 ms to unpickle (3.7 MB); these
+    fields are all a cell, a summary row or a chart reads."""
+
+    pk: int
+    public_id: str
+    median: float | None
+    unit: str
+    rank: int | None
+    evidence: str
+    host_dominated: float | None = None  # set per view (views._mark_host_dominated)
+
+    @classmethod
+    def of(cls, run) -> ShownRun:
+        return cls(run.pk, run.public_id, run.median, run.unit, run.rank, run.evidence)
+
+    def get_absolute_url(self) -> str:
+        return page_url("runs:detail", self.public_id)
 
 
 def x_label(x) -> str:
@@ -150,7 +173,7 @@ def benchmark_panels(benchmark, runs) -> list[Panel]:
         if name not in panel.implementations:
             panel.implementations.append(name)
             panel.keys[name] = run.implementation.provider_key
-        panel.cells[x][name] = run
+        panel.cells[x][name] = ShownRun.of(run)
         panel.observed = max(panel.observed or run.observed_at, run.observed_at)
     out = []
     for panel in panels.values():

@@ -321,7 +321,7 @@ def _publication_order(publication: Publication) -> tuple:
     return (publication.source.name, -publication.sequence, publication.slug)
 
 
-def _mark_host_dominated(runs: list[Run]) -> None:
+def _mark_host_dominated(runs: list) -> None:
     """Label the shown runs whose published figure a controlled rerun found host-dominated.
     Only runs a rerun has judged can carry it, so most pages ask nothing."""
     judged = [r.pk for r in runs if r.evidence not in (Evidence.REPORTED, Evidence.CONTROLLED)]

@@ -253,14 +253,14 @@ def test_every_script_change_names_a_kernel_of_the_table():
 
 
 def test_a_kernel_not_measured_is_checked_and_says_so(db):
-    run = ci_run("distill_jsd_loss", "liger", "forward", "latency")
+    run = ci_run("rope", "liger", "forward", "latency")
     out = decide(run, device_bound(0.385536))
     assert out.level == Evidence.CHECKED
     assert out.facts["why"].startswith("fidelity not measured")
     assert out.facts["withheld"]["level"] == Evidence.REPRODUCED
-    assert out.facts["fidelity"]["url"].endswith("#distill_jsd_loss-forward-latency-liger")
+    assert out.facts["fidelity"]["url"].endswith("#rope-forward-latency-liger")
     # Its script was run and gave no row: the row says so rather than "not run".
-    assert "benchmark_distill_jsd_loss.py" in out.facts["fidelity"]["reason"]
+    assert "benchmark_rope.py" in out.facts["fidelity"]["reason"]
 
 
 def test_a_source_without_a_table_is_not_measured(db):
@@ -292,14 +292,12 @@ def test_a_row_not_established_is_checked_with_its_reason(db, monkeypatch):
 
 
 def test_a_verdict_shows_its_fidelity_row_on_the_run_page(db, client):
-    run = ci_run("distill_jsd_loss", "liger", "forward", "latency")
+    run = ci_run("rope", "liger", "forward", "latency")
     evidence.evidence_apply(
         run=run, controlled_run=None, outcome=decide(run, device_bound(0.385536)), cause="test"
     )
     html = client.get(run.get_absolute_url()).content.decode()
-    assert (
-        'href="/sources/liger-kernel-ci/fidelity/#distill_jsd_loss-forward-latency-liger"' in html
-    )
+    assert 'href="/sources/liger-kernel-ci/fidelity/#rope-forward-latency-liger"' in html
     assert "fidelity not measured" in html
 
 

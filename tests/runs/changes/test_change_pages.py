@@ -170,24 +170,20 @@ def test_choices_of_one_narrowing_share_the_changes_and_a_refused_one_keeps_none
     """The changes depend on the source, GPU, pass and metric only: the page's two plots of one
     narrowing render them once, and show the same; a choice the page refuses (400) has them
     rendered but kept under no key its client chose."""
+    from unittest.mock import Mock
+
     from runs.pages import views
     from runs.read import store
 
-    rendered = []
-    real = views._benchmark_changes
-
-    def counted(benchmark, narrowed):
-        rendered.append(narrowed)
-        return real(benchmark, narrowed)
-
-    monkeypatch.setattr(views, "_benchmark_changes", counted)
+    rendered = Mock(wraps=views._benchmark_changes)
+    monkeypatch.setattr(views, "_benchmark_changes", rendered)
     pages = [client.get(f"/benchmarks/suite_0/?plot={plot}") for plot in ("median", "speedup")]
     assert [p.status_code for p in pages] == [200, 200]
     shown = [text_of(p).split("Changes across upstream publications", 1)[1] for p in pages]
-    assert shown[0] == shown[1] and len(rendered) == 1
+    assert shown[0] == shown[1] and rendered.call_count == 1
     kept = set(store.copy)
     refused = client.get("/benchmarks/suite_0/?gpu=nope")
-    assert refused.status_code == 400 and len(rendered) == 2
+    assert refused.status_code == 400 and rendered.call_count == 2
     assert not [key for key in set(store.copy) - kept if "benchmark-changes" in key]
 
 

@@ -6,6 +6,7 @@ its bf16 gradients do not, see docs/runner.md), and a CPU job of each runs end t
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -327,6 +328,35 @@ def test_distill_builds_as_the_script(name):
     assert student.shape == (wl["V"], half) and impl.teacher_weight.shape == (wl["V"], wl["hidden"])
     other_student, other_teacher = impl.other_head  # the other provider's head, live as upstream
     assert other_student.weight.shape == student.shape and other_teacher.weight is not student
+
+
+def test_distill_jsd_torch_loss_takes_the_form_of_the_jobs_commit():
+    """HFJSDLoss (test_jsd_loss.py) changed between 02bac05 and ab7fe2a: the mixture's log as
+    a logsumexp (the nan fix, from c856fba's ancestors on), then the divergence per token,
+    masked and averaged over the valid tokens (ab7fe2a). One value where no target is ignored;
+    an ignored target leaves the loss only at ab7fe2a; where both distributions put no mass on a
+    token, only 02bac05's form gives nan."""
+    from kirunner.building import at_commit
+    from kirunner.families.distill import _soft_jsd
+
+    gen = torch.Generator().manual_seed(0)
+    s, t = (torch.randn(8, 32, generator=gen, dtype=torch.float64) for _ in range(2))
+    target = torch.randint(0, 32, (8,), generator=gen)
+    ignored = target.clone()
+    ignored[:3] = -100
+    value, masked, far = {}, {}, {}
+    far_s, far_t = s.clone(), t.clone()
+    far_s[:, 0], far_t[:, 0] = -1e4, -1e4  # exp(log_softmax) underflows to 0 in both
+    for commit in ("02bac05", "c856fba", "ab7fe2a"):
+        with at_commit(commit):
+            value[commit] = float(_soft_jsd(s, t, 0.5, target, -100))
+            masked[commit] = float(_soft_jsd(s, t, 0.5, ignored, -100))
+            far[commit] = float(_soft_jsd(far_s, far_t, 0.5, target, -100))
+            valid_only = float(_soft_jsd(s[3:], t[3:], 0.5, target[3:], -100))
+    assert value["02bac05"] == pytest.approx(value["c856fba"]) == pytest.approx(value["ab7fe2a"])
+    assert masked["ab7fe2a"] == pytest.approx(valid_only) != pytest.approx(value["ab7fe2a"])
+    assert masked["02bac05"] == pytest.approx(masked["c856fba"]) == pytest.approx(value["02bac05"])
+    assert math.isnan(far["02bac05"]) and not math.isnan(far["c856fba"] + far["ab7fe2a"])
 
 
 def test_distill_cosine_providers_use_their_own_beta():

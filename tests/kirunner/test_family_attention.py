@@ -105,6 +105,20 @@ def test_neighborhood_attention_shapes_as_upstream():
     assert small["hidden"] % small["heads"] == 0 and small["seq"] <= 32
 
 
+def test_neighborhood_attention_keeps_the_other_providers_module_resident():
+    """The script builds both modules and keeps both on the GPU while it measures either, so its
+    peak memory counts two modules' weights; the runner read exactly one module's weights below
+    it on every memory cell (2 to 16.016 MiB) until it kept one of the other's shapes too."""
+    spec = get_spec("fused_neighborhood_attention")
+    wl = {**spec.resolve(UPSTREAM["fused_neighborhood_attention"])[0], "dtype": "bf16"}
+    impl = spec.build(wl, "torch", torch.device("cpu"), None)
+    mine = {n: (tuple(p.shape), p.dtype) for n, p in impl.module.named_parameters()}
+    other = {n: (tuple(p.shape), p.dtype) for n, p in impl.other_head.named_parameters()}
+    assert other == mine and len(other) == 8  # four projections, weight and bias each
+    assert impl.other_head is not impl.module
+    assert not set(map(id, impl.other_head.parameters())) & set(map(id, impl.module.parameters()))
+
+
 @pytest.mark.parametrize("name", KERNELS[1:])
 def test_multi_token_attention_shapes_as_upstream(name):
     spec = get_spec(name)

@@ -27,6 +27,7 @@ __all__ = [
     "hf_info",
     "randn",
     "script_commit",
+    "script_commit_in",
     "torch_dtype",
     "torch_info",
 ]
@@ -41,6 +42,12 @@ _SCRIPT_COMMIT: ContextVar[str | None] = ContextVar("script_commit", default=Non
 
 def script_commit() -> str | None:
     return _SCRIPT_COMMIT.get()
+
+
+def script_commit_in(commits: tuple[str, ...]) -> bool:
+    """Whether the job's commit is one of `commits` (seven or more characters of each)."""
+    commit = script_commit() or ""
+    return bool(commit) and any(c.startswith(commit[:7]) for c in commits)
 
 
 @contextmanager

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..building import Impl, KernelSpec, script_commit, torch_dtype, torch_info
+from ..building import Impl, KernelSpec, script_commit_in, torch_dtype, torch_info
 from ..impls import load_liger
 from ..workload import Param, WorkloadError
 from .divergence import reference_jsd
@@ -80,11 +80,6 @@ PER_TOKEN_AT = (
 )  # fmt: skip
 
 
-def _at(commits: tuple[str, ...]) -> bool:
-    commit = script_commit() or ""
-    return bool(commit) and any(c.startswith(commit[:7]) for c in commits)
-
-
 def _soft_jsd(student_logits, teacher_logits, beta, target, ignore_index):
     """HFJSDLoss.distillation_loss for 0 < beta < 1, as test_jsd_loss.py has it at the job's
     commit (LOGSUMEXP_AT, PER_TOKEN_AT; 02bac05's before them)."""
@@ -95,7 +90,7 @@ def _soft_jsd(student_logits, teacher_logits, beta, target, ignore_index):
 
     student_log_probs = F.log_softmax(student_logits, dim=-1)
     teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
-    if _at(LOGSUMEXP_AT):
+    if script_commit_in(LOGSUMEXP_AT):
         log_mean_probs = torch.logsumexp(
             torch.stack(
                 [student_log_probs + math.log(1 - beta), teacher_log_probs + math.log(beta)], dim=0
@@ -105,7 +100,7 @@ def _soft_jsd(student_logits, teacher_logits, beta, target, ignore_index):
     else:
         mean_probs = (1 - beta) * student_log_probs.exp() + beta * teacher_log_probs.exp()
         log_mean_probs = mean_probs.log()
-    reduction = "none" if _at(PER_TOKEN_AT) else "batchmean"
+    reduction = "none" if script_commit_in(PER_TOKEN_AT) else "batchmean"
     student_kl = F.kl_div(log_mean_probs, student_log_probs, reduction=reduction, log_target=True)
     teacher_kl = F.kl_div(log_mean_probs, teacher_log_probs, reduction=reduction, log_target=True)
     jsd_loss = beta * teacher_kl + (1 - beta) * student_kl

@@ -19,7 +19,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from ..building import Impl, KernelSpec, randn, script_commit, torch_dtype, torch_info
+from ..building import Impl, KernelSpec, randn, script_commit_in, torch_dtype, torch_info
 from ..impls import Unavailable, load_liger
 from ..workload import Param, WorkloadError
 
@@ -41,8 +41,7 @@ REFACTORED_AT = ("ab7fe2a",)
 
 
 def refactored_script() -> bool:
-    commit = script_commit() or ""
-    return bool(commit) and any(c.startswith(commit[:7]) for c in REFACTORED_AT)
+    return script_commit_in(REFACTORED_AT)
 
 
 def recompile_limit() -> int:

@@ -320,7 +320,11 @@ def test_distill_builds_as_the_script(name):
     assert spec.upstream_rep == 100 and set(spec.providers) == {"liger", "torch"}
     raw = spec.make_inputs(wl, "cpu", torch.Generator().manual_seed(0))
     half = wl["hidden"] // 2
-    assert raw["x"].shape == raw["x_other"].shape == (wl["bt"], half)  # both clones live
+    # `_tensor` and both providers' clones of it live, as the script keeps them: without the
+    # source the runner read one of them (BT x H/2) below the script's peak memory.
+    assert raw["x"].shape == raw["x_other"].shape == raw["x_source"].shape == (wl["bt"], half)
+    assert torch.equal(raw["x_source"], raw["x"]) and raw["x_source"] is not raw["x"]
+    assert raw["x_source"].data_ptr() not in (raw["x"].data_ptr(), raw["x_other"].data_ptr())
     assert raw["teacher"].shape == (wl["bt"], wl["hidden"])
     assert raw["target"].dtype == torch.long and 0 <= int(raw["target"].min())
     assert int(raw["target"].max()) < wl["V"]

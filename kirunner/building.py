@@ -82,6 +82,9 @@ class KernelSpec:
     derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     small_caps: Mapping[str, int] = field(default_factory=dict)
     memory_style: str | None = None  # the memory function's recipe, where it differs
+    # The script's process ran matmuls on both threads (forward, autograd) before it measured
+    # this kernel's memory, in cells of another kernel: their cuBLAS workspaces are in its peak.
+    earlier_matmuls: bool = False
 
     def script_rep(self) -> int:
         """The rep= of the script at the job's commit (upstream_rep unless a family's script

@@ -620,8 +620,20 @@ def _warm_up_as_upstream(case: _Case) -> str:
     if case.impl.module is not None:
         for p in case.impl.module.parameters():
             p.grad = None
+    if case.spec.earlier_matmuls:
+        _make_matmul_workspaces(case.device)
+        what += ", then a matmul forward and backward (the workspaces of earlier cells)"
     _free("cuda")
     return what
+
+
+def _make_matmul_workspaces(device: Any) -> None:
+    """The cuBLAS workspaces of the forward's thread and of the autograd engine's thread, as a
+    kernel's own matmuls would make them (one per handle and stream, whatever the size)."""
+    import torch
+
+    a = torch.ones(8, 8, device=device, requires_grad=True)
+    (a @ a).sum().backward()
 
 
 def _measurement_doc(

@@ -97,8 +97,11 @@ def main() -> None:
     if replaced:
         replaced_file.write_text(json.dumps(replaced, indent=1, sort_keys=True) + "\n")
     ran = {name.removesuffix(".json") for name in calls if not re.search(r"\.r\d+\.json$", name)}
-    # A job issued again is filed from its --replace group, whatever other group holds it.
+    # A job issued again is filed from its --replace group, whatever other group holds it,
+    # once its new result is: until then the result on file answers the job on file.
     for job in sorted(args.jobs.glob("*/*.json"), key=lambda j: (j.parent.name in args.replace, j)):
+        if job.name in again and job.name not in replaced_now and (batch / "jobs" / job.name).exists():
+            continue
         where = "jobs" if job.stem in ran else "unrun"
         other = "unrun" if where == "jobs" else "jobs"
         (batch / other / job.name).unlink(missing_ok=True)

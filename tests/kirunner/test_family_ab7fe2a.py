@@ -596,3 +596,25 @@ def test_mhc_memory_holds_the_outputs_through_backward_as_the_script(name):
     out_mib = wl["B"] * wl["seq"] * wl["C"] * 4 / 2**20  # the float32 [B, T, C] at stake
     apart = abs(sum(peaks["runner"]) - sum(peaks["script"])) / 2
     assert apart < out_mib / 4, (peaks, out_mib)
+
+
+def test_mhc_pre_memory_counts_the_workspaces_of_the_cells_before_it(monkeypatch):
+    """benchmark_mhc.py measures pre after the coeffs cells in one process: the torch
+    provider's matmuls made the cuBLAS workspaces of the forward's and the autograd engine's
+    threads, in every pre figure. pre itself runs no matmul, and the runner read 64.0-64.5
+    MiB below the script on every mhc_pre memory cell of the H100 until its warm-up made them
+    (coeffs and post_res make their own)."""
+    from kirunner import runner
+
+    assert [get_spec(f"mhc_{s}").earlier_matmuls for s in ("coeffs", "pre", "post_res")] == [
+        False,
+        True,
+        False,
+    ]
+    assert not any(
+        get_spec(n).earlier_matmuls for n in ("geglu", "dyt_beta=True", "distill_jsd_loss")
+    )
+    seen = []
+    monkeypatch.setattr(torch.Tensor, "backward", lambda t, *a, **k: seen.append(t.shape))
+    runner._make_matmul_workspaces(torch.device("cpu"))
+    assert seen == [torch.Size([])]  # a matmul's loss, so both threads multiply

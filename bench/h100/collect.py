@@ -100,7 +100,11 @@ def main() -> None:
     # A job issued again is filed from its --replace group, whatever other group holds it,
     # once its new result is: until then the result on file answers the job on file.
     for job in sorted(args.jobs.glob("*/*.json"), key=lambda j: (j.parent.name in args.replace, j)):
-        if job.name in again and job.name not in replaced_now and (batch / "jobs" / job.name).exists():
+        if (
+            job.name in again
+            and job.name not in replaced_now
+            and (batch / "jobs" / job.name).exists()
+        ):
             continue
         where = "jobs" if job.stem in ran else "unrun"
         other = "unrun" if where == "jobs" else "jobs"

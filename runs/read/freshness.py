@@ -61,14 +61,17 @@ _reading: contextvars.ContextVar = contextvars.ContextVar("versions", default=No
 
 
 class Versions:
-    """{scope: (value, when it last moved)}, their key, and when the newest moved."""
+    """{scope: (value, when it last moved)}, their key, and when the newest moved. `writing`:
+    inside a transaction that wrote run data, the number of its latest such statement."""
 
-    def __init__(self, rows: dict[str, tuple[int, datetime | None]]):
+    def __init__(self, rows: dict[str, tuple[int, datetime | None]], writing: str = ""):
         self.rows = rows
+        self.writing = writing if DATA in rows else ""
         # The time beside the value: a version table restored or rebuilt starts its values again.
         raw = ";".join(
             f"{s}={v}@{t.timestamp() if t else 0:.6f}" for s, (v, t) in sorted(rows.items())
         )
+        raw += f";writing={self.writing}" if self.writing else ""
         self.key = hashlib.sha256((_salt[0] + raw).encode()).hexdigest()[:32]
         self.last = max((t for _, t in rows.values() if t), default=None)
 
@@ -79,9 +82,10 @@ def current(scopes) -> Versions:
     scopes = tuple(sorted(set(scopes)))
     known = _reading.get()
     if known is not None and all(s in known.rows for s in scopes):
-        return Versions({s: known.rows[s] for s in scopes})
-    found = {scope: (value, at) for scope, value, at in _read(scopes)}
-    return Versions({s: found.get(s, (0, None)) for s in scopes})
+        return Versions({s: known.rows[s] for s in scopes}, known.writing)
+    rows, writing = _read(scopes)
+    found = {scope: (value, at) for scope, value, at in rows}
+    return Versions({s: found.get(s, (0, None)) for s in scopes}, writing)
 
 
 @contextmanager
@@ -94,7 +98,7 @@ def request_versions(versions: Versions):
         _reading.reset(token)
 
 
-def _read(scopes: tuple[str, ...]) -> list[tuple]:
+def _read(scopes: tuple[str, ...]) -> tuple[list[tuple], str]:
     # A request's versions are its first query, so they double as the connection's health
     # check (CONN_HEALTH_CHECKS would send a SELECT 1 first, a second round trip on every
     # request): a reused connection that fails here is closed and asked again on a new one.
@@ -114,22 +118,32 @@ def _read(scopes: tuple[str, ...]) -> list[tuple]:
         return _select(connection, scopes)
 
 
-def _select(connection, scopes: tuple[str, ...]) -> list[tuple]:
+def _select(connection, scopes: tuple[str, ...]) -> tuple[list[tuple], str]:
     # Plain SQL on the primary key, without the ORM's query building (a third of a cached
-    # page's time in process); PostgreSQL gives the time as seconds, no time-zone lookup a row.
+    # page's time in process); PostgreSQL gives the time as seconds, no time-zone lookup a row,
+    # and the run-data statement this transaction last made (WRITING), in the same round trip.
     table = connection.ops.quote_name(Version._meta.db_table)
-    postgresql = connection.vendor == "postgresql"
-    at = "extract(epoch FROM changed_at)::float8" if postgresql else "changed_at"
+    marks = ", ".join(["%s"] * len(scopes))
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT scope, value, changed_at FROM {table} WHERE scope IN ({marks})", scopes
+            )
+            rows = cursor.fetchall()
+        converter = connection.ops.convert_datetimefield_value  # text in SQLite
+        return [(s, v, converter(t, None, connection) if t else None) for s, v, t in rows], ""
     with connection.cursor() as cursor:
-        marks = ", ".join(["%s"] * len(scopes))
-        cursor.execute(f"SELECT scope, value, {at} FROM {table} WHERE scope IN ({marks})", scopes)
+        cursor.execute(
+            f"SELECT scope, value, extract(epoch FROM changed_at)::float8, "
+            f"current_setting('{WRITING}', true) FROM {table} WHERE scope IN ({marks})",
+            scopes,
+        )
         rows = cursor.fetchall()
-    if postgresql:
-        return [
-            (s, v, datetime.fromtimestamp(t, UTC) if t is not None else None) for s, v, t in rows
-        ]
-    converter = connection.ops.convert_datetimefield_value  # text in SQLite
-    return [(s, v, converter(t, None, connection) if t else None) for s, v, t in rows]
+    # A transaction that wrote run data sees the `data` row it moved, so a row is there.
+    writing = (rows[0][3] or "") if rows else ""
+    return [
+        (s, v, datetime.fromtimestamp(t, UTC) if t is not None else None) for s, v, t, _ in rows
+    ], writing
 
 
 def run_activity(public_id: str) -> int:
@@ -193,6 +207,13 @@ def reset() -> None:
 # The triggers ----------------------------------------------------------------------------
 
 TRIGGER = "ki_version"
+# On PostgreSQL a statement on the run data moves the `data` row once a transaction: each
+# update of one row in a transaction leaves a row version that every later update walks (a
+# demo folder of 2,741 results wrote it some 27,000 times; docs/performance.md, "Demo load").
+# Inside the transaction each such statement counts itself in WRITING, a setting that lives
+# until the transaction (or the savepoint) ends: a value kept there is keyed by the statement
+# it followed (and by the transaction's own time, as every key), and never read outside it.
+WRITING = "kernelindex.data_writing"
 SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f','now')"
 
 
@@ -280,9 +301,16 @@ def _install_postgresql(cursor, model, per_row: bool) -> None:
         cursor.execute(f'DROP TRIGGER IF EXISTS {TRIGGER}{suffix} ON "{table}"')
     function = f"{TRIGGER}_{table}"[:60]
     # Per statement where a row names no run: a COPY of 2,000 runs moves the data once.
+    moves = _moves(model, "now()")
+    if model._meta.app_label == "runs":  # the row once a transaction, WRITING every statement
+        written = f"coalesce(nullif(current_setting('{WRITING}', true), ''), '0')::bigint"
+        moves = (
+            f"IF {written} = 0 THEN {moves} END IF; "
+            f"PERFORM set_config('{WRITING}', ({written} + 1)::text, true);"
+        )
     cursor.execute(
         f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"{_moves(model, 'now()')} RETURN NULL; END $$"
+        f"{moves} RETURN NULL; END $$"
     )
     after = "AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
     if per_row:  # each row names its own run; a TRUNCATE names none

@@ -125,9 +125,43 @@ def test_run_data_writes_move_the_data_version_by_any_api():
         lambda: RunFactory(),
     ]
     for number, step in enumerate(steps):
-        before = _versions().get(freshness.DATA, 0)
+        before = freshness.current([freshness.DATA]).key
         step()
-        assert _versions()[freshness.DATA] > before, f"step {number} did not move the data"
+        assert freshness.current([freshness.DATA]).key != before, f"step {number} moved nothing"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_data_row_moves_once_a_transaction_and_the_key_every_statement():
+    """On PostgreSQL a transaction moves the `data` row once, however many statements it makes
+    on the run data (each update of a row in one transaction leaves a version every later one
+    walks); inside it, each statement still gives a new key, and the committed key is none
+    of those, so no value kept inside is read outside. A savepoint rolled back takes its
+    statements' moves with it."""
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite moves the row on every statement (no row versions to walk)")
+    run = RunFactory()
+    committed = _versions()[freshness.DATA]
+    outside = freshness.current([freshness.DATA]).key
+    keys = []
+    with transaction.atomic():
+        for rank in (3, 4, 5):
+            Run.objects.filter(pk=run.pk).update(rank=rank)
+            keys.append(freshness.current([freshness.DATA]).key)
+        assert _versions()[freshness.DATA] == committed + 1
+        try:
+            with transaction.atomic():
+                Run.objects.filter(pk=run.pk).update(rank=6)
+                assert freshness.current([freshness.DATA]).key not in keys
+                raise RuntimeError
+        except RuntimeError:
+            pass
+        assert freshness.current([freshness.DATA]).key == keys[-1]
+    assert len(set(keys)) == 3
+    after = freshness.current([freshness.DATA])
+    assert after.writing == "" and after.key not in {outside, *keys}
+    assert _versions()[freshness.DATA] == committed + 1
 
 
 def _cached(client, url: str) -> str:

@@ -123,27 +123,23 @@ def _select(connection, scopes: tuple[str, ...]) -> tuple[list[tuple], str]:
     # page's time in process); PostgreSQL gives the time as seconds, no time-zone lookup a row,
     # and the run-data statement this transaction last made (WRITING), in the same round trip.
     table = connection.ops.quote_name(Version._meta.db_table)
-    marks = ", ".join(["%s"] * len(scopes))
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT scope, value, changed_at FROM {table} WHERE scope IN ({marks})", scopes
-            )
-            rows = cursor.fetchall()
-        converter = connection.ops.convert_datetimefield_value  # text in SQLite
-        return [(s, v, converter(t, None, connection) if t else None) for s, v, t in rows], ""
+    postgresql = connection.vendor == "postgresql"
+    at = "extract(epoch FROM changed_at)::float8" if postgresql else "changed_at"
+    writing = f"current_setting('{WRITING}', true)" if postgresql else "''"
     with connection.cursor() as cursor:
+        marks = ", ".join(["%s"] * len(scopes))
         cursor.execute(
-            f"SELECT scope, value, extract(epoch FROM changed_at)::float8, "
-            f"current_setting('{WRITING}', true) FROM {table} WHERE scope IN ({marks})",
-            scopes,
+            f"SELECT scope, value, {at}, {writing} FROM {table} WHERE scope IN ({marks})", scopes
         )
         rows = cursor.fetchall()
+    if postgresql:
+        times = [datetime.fromtimestamp(t, UTC) if t is not None else None for _, _, t, _ in rows]
+    else:
+        converter = connection.ops.convert_datetimefield_value  # text in SQLite
+        times = [converter(t, None, connection) if t else None for _, _, t, _ in rows]
     # A transaction that wrote run data sees the `data` row it moved, so a row is there.
     writing = (rows[0][3] or "") if rows else ""
-    return [
-        (s, v, datetime.fromtimestamp(t, UTC) if t is not None else None) for s, v, t, _ in rows
-    ], writing
+    return [(s, v, t) for (s, v, _, _), t in zip(rows, times, strict=True)], writing
 
 
 def run_activity(public_id: str) -> int:

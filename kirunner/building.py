@@ -67,6 +67,9 @@ class Impl:
     info: ImplInfo
     module: Any = None  # nn.Module whose parameters also get gradient checks
     eps: float | None = None  # the epsilon the module really uses (reference must match)
+    # What the script keeps on the device beside the provider it times (the other provider's
+    # modules or heads): held here, it counts in peak memory as it does upstream.
+    other_head: Any = None
 
 
 @dataclass(frozen=True)

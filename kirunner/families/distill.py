@@ -32,7 +32,6 @@ on every call, which is left out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..building import Impl, KernelSpec, script_commit_in, torch_dtype, torch_info
 from ..impls import load_liger
@@ -54,7 +53,6 @@ _RECIPES = {
 
 @dataclass
 class DistillImpl(LMHeadImpl):
-    other_head: Any = None  # the provider not timed: its weights are live upstream too
     soft_beta: float = 0.5  # the beta this provider's soft loss uses
 
 

@@ -99,9 +99,7 @@ class FusedLinearCrossEntropySpec(KernelSpec):
             def fwd(v):
                 return (flce(lin.weight, v["x"], v["target"]),)
 
-        impl = Impl(fwd, info, module=torch.nn.ModuleDict({"lin": lin}))
-        impl.other_head = other
-        return impl
+        return Impl(fwd, info, module=torch.nn.ModuleDict({"lin": lin}), other_head=other)
 
     def reference(self, views, params, wl, impl):
         import torch

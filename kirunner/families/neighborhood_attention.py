@@ -158,18 +158,14 @@ class NeighborhoodAttentionSpec(KernelSpec):
                 hidden_size=wl["hidden"], num_heads=wl["heads"], dropout=0.0, **dims
             )
         module = module.to(device).to(torch_dtype(wl["dtype"]))
-        impl = Impl(lambda v: (module(v["x"]),), info, module=module)
         # The other provider's module, resident as in the script (its four projections have
         # these shapes; the script copies one module's weights into the other): peak memory
         # counts its weights too. Without it the runner read exactly one module's weights below
         # the script on every memory cell at ab7fe2a, both providers (2 MiB at hidden 512 bf16
         # to 16.016 MiB at hidden 1024 fp32).
-        impl.other_head = (
-            torch_neighborhood_attention(wl["hidden"], wl["heads"], **dims)
-            .to(device)
-            .to(torch_dtype(wl["dtype"]))
-        )
-        return impl
+        other = torch_neighborhood_attention(wl["hidden"], wl["heads"], **dims)
+        other = other.to(device).to(torch_dtype(wl["dtype"]))
+        return Impl(lambda v: (module(v["x"]),), info, module=module, other_head=other)
 
     def reference(self, views, params, wl, impl):
         return (

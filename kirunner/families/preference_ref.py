@@ -97,7 +97,6 @@ def _pad_with_ignored(target, wl, device, gen):
 class RefPreferenceImpl(Impl):
     average: bool = True  # this provider's log-probabilities are per-token means
     ref_lin: Any = None  # kto: the reference linear (dpo's is built per call)
-    other_head: Any = None  # kto: the other provider's modules, live upstream too
 
 
 def _liger_loss(name, revision, device, wl):

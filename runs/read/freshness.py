@@ -205,7 +205,7 @@ def reset() -> None:
 TRIGGER = "ki_version"
 # On PostgreSQL a statement on the run data moves the `data` row once a transaction: each
 # update of one row in a transaction leaves a row version that every later update walks (a
-# demo folder of 2,741 results wrote it some 27,000 times; docs/performance.md, "Demo load").
+# demo folder of 2,741 results wrote it several times a result; docs/performance.md, "Demo load").
 # Inside the transaction each such statement counts itself in WRITING, a setting that lives
 # until the transaction (or the savepoint) ends: a value kept there is keyed by the statement
 # it followed (and by the transaction's own time, as every key), and never read outside it.

@@ -278,7 +278,7 @@ def test_embedding_builds_both_tables_as_the_script():
     spec = get_spec("embedding")
     wl = spec.scale_down(spec.resolve(UPSTREAM["embedding"])[0])
     impl = spec.build(wl, "torch_compile", torch.device("cpu"), "0.7.0")
-    assert type(impl.module).forward is not torch.nn.Embedding.forward  # a code object of its own
+    assert type(impl.module) is torch.nn.Embedding  # the script's module, no subclass
     assert any("LigerEmbedding companion" in n for n in impl.info.notes)  # no liger on the CPU
 
 

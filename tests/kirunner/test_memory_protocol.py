@@ -109,6 +109,49 @@ def test_warm_up_runs_the_full_pass_once_and_leaves_no_gradients(monkeypatch):
     assert all(p.grad is None for p in impl.module.parameters())
 
 
+def test_fused_linear_jsd_measures_in_the_cache_its_scripts_speed_cells_left(monkeypatch):
+    """benchmark_fused_linear_jsd.py runs every speed cell first, in one process; the last
+    (torch, BT 8192) leaves the cache full of free float32 (BT, V) blocks, 4,008 MiB at V
+    128256, and every memory cell carves its tensors from them. From an emptied cache each
+    501 MiB float32 (1024, V) tensor took a fresh 502 MiB segment whole: the runner read
+    +11 MiB at torch BT 1024 on the H100. The warm-up now ends with the cache filled, after
+    the emptying (which would give the blocks back)."""
+    from kirunner.kernels import get_spec
+
+    spec = get_spec("fused_linear_jsd")
+    wl, _ = spec.resolve({"BT": 1024, "H": 4096, "V": 128256, "dtype": "bf16"})
+    assert spec.script_cache_block(wl) == 4008 * MIB
+    assert get_spec("geglu").script_cache_block({}) is None
+    ran = spec.scale_down(wl)
+    impl = spec.build(ran, "torch", torch.device("cpu"), "0.7.0")
+    events = []
+    monkeypatch.setattr(runner, "_free", lambda device_type: events.append("free"))
+    monkeypatch.setattr(
+        runner, "_fill_cache_as_script", lambda device, block: events.append(block) or 3
+    )
+    spec_job = {"pass": "full", "quantiles": [0.5]}
+    case = runner._Case(spec, impl, ran, torch.device("cpu"), spec_job, 11, 0)
+    what = runner._warm_up_as_upstream(case)
+    assert events == ["free", 8192 * ran["V"] * 4]
+    assert what.endswith(
+        f"the cache filled with 3 free blocks of {8192 * ran['V'] * 4 / MIB:g} MiB"
+    )
+
+
+def test_the_cache_is_filled_until_the_device_is_full_then_freed(monkeypatch):
+    made = []
+
+    def empty(n, **kwargs):
+        if len(made) == 3:
+            raise torch.cuda.OutOfMemoryError("full")
+        made.append(n)
+        return object()
+
+    monkeypatch.setattr(torch, "empty", empty)
+    assert runner._fill_cache_as_script(torch.device("cpu"), 5 * MIB) == 3
+    assert made == [5 * MIB] * 3
+
+
 def test_a_batch_and_a_job_alone_take_the_same_memory_path(tmp_path: Path, monkeypatch) -> None:
     """`python -m kirunner JOB` (a self-run) and `batch` (here after another job) reach the
     same measurement with the same case: one code path. On the GPU both then read the same

@@ -24,7 +24,9 @@ mkdir -p "$out"
 work="/tmp/liger-${UPSTREAM_TAG:-02bac05}"
 rm -rf "$work" && cp -r "$src" "$work"
 rm -f "$work/benchmark/data/all_benchmark_data.csv"
-export PYTHONPATH="$work/src" PYTHONUNBUFFERED=1
+# UPSTREAM_PYTHONPATH: packages put after the upstream src and ahead of site-packages (device.sh's
+# PHASE@NAME: a release of transformers the script still runs under).
+export PYTHONPATH="$work/src${UPSTREAM_PYTHONPATH:+:$UPSTREAM_PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active,pstate \
   --format=csv -lms 250 > "$out/smi-upstream.csv" 2>&1 &
 smi=$!

@@ -13,7 +13,15 @@
 #                       unchanged (bench/fidelity/upstream.sh), each script's rows kept
 #   batch:R:GROUP[:S]   bench/h200/run.sh over .whl/h100-jobs/GROUP, R runner processes
 #                       (repeats), for S seconds at most and not past DEADLINE_S
-# in the order given. Carried (ignored) folders: .whl (wheels, jobs, worker.env, prev.tar.gz:
+# in the order given. PHASE@NAME runs the phase with the wheels of .whl/overlay/NAME/ (e.g. an
+# older transformers and the tokenizers / huggingface_hub it requires) installed, --no-deps, into
+# a folder of their own on the host, or with .whl/overlay/NAME.tar.xz unpacked there (the same
+# wheels' files, unpacked and xz-compressed where the wheels would not fit the carry), and that
+# folder put on PYTHONPATH ahead of the image's site-packages:
+# upstream.sh puts it after the upstream src (UPSTREAM_PYTHONPATH), bench/h200/run.sh after the
+# runner and its wheels. A script whose imports the image's packages no longer have runs
+# unchanged under the release its CI had; the runner's jobs of the same kernel can see the same.
+# Carried (ignored) folders: .whl (wheels, jobs, worker.env, prev.tar.gz:
 # the results of earlier calls, so a fresh host resumes) and .upstream/liger-ab7fe2a.
 # Writes $OUT/CALL.tar.gz (results, runner logs, the scripts' CSVs and logs, nvidia-smi
 # sampling) and $OUT/device-CALL.log.
@@ -54,9 +62,22 @@ fi
 # fresh process each.
 refused=""; [ -s .whl/capture-refused.txt ] && refused=.whl/capture-refused.txt
 
+overlay() {  # NAME -> the folder its wheels are installed in (once a host)
+  local dir="/tmp/overlay/$1"
+  if [ ! -d "$dir" ] && [ -f ".whl/overlay/$1.tar.xz" ]; then
+    mkdir -p "$dir" && tar -xJf ".whl/overlay/$1.tar.xz" -C "$dir"
+  elif [ ! -d "$dir" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$dir" .whl/overlay/"$1"/*.whl >> "$log" 2>&1
+  fi
+  say "overlay $1: $(PYTHONPATH="$dir" python3 -c 'import transformers, tokenizers, huggingface_hub as h; print("transformers", transformers.__version__, "tokenizers", tokenizers.__version__, "huggingface_hub", h.__version__)' 2>&1 | tail -1)"
+  echo "$dir"
+}
+
 for phase in "$@"; do
   left=$(( deadline - ($(date +%s) - t0) ))
   if [ "$left" -lt 25 ]; then say "$phase: not started (${left}s left)"; continue; fi
+  ov=""
+  case "$phase" in *@*) ov="$(overlay "${phase#*@}" | tail -1)"; phase="${phase%@*}" ;; esac
   case "$phase" in
     reproduce)
       s=$(date +%s)
@@ -68,7 +89,7 @@ for phase in "$@"; do
         left=$(( deadline - ($(date +%s) - t0) ))
         if [ "$left" -lt 40 ]; then say "upstream $k: not started (${left}s left)"; continue; fi
         s=$(date +%s)
-        UPSTREAM_SRC="$repo/$up" UPSTREAM_TAG=ab7fe2a OUT="$keep/upstream-$k" \
+        UPSTREAM_SRC="$repo/$up" UPSTREAM_TAG=ab7fe2a OUT="$keep/upstream-$k" UPSTREAM_PYTHONPATH="$ov" \
           timeout --kill-after=5 $(( left - 10 )) bash bench/fidelity/upstream.sh "$k"
         say "upstream $k: rc=$? wall_s=$(( $(date +%s) - s )) rows=$(( $(wc -l < "$keep/upstream-$k/upstream.csv" 2>/dev/null || echo 1) - 1 ))"
       done ;;
@@ -77,7 +98,7 @@ for phase in "$@"; do
       if [ -n "${cap:-}" ] && [ "$cap" -lt "$left" ]; then left="$cap"; fi
       s=$(date +%s); before=$(ls "$W/results" | wc -l)
       say "batch $group: start, repeats $reps, budget ${left}s"
-      bench/h200/run.sh --jobs ".whl/h100-jobs/$group" --key-file .whl/worker.env \
+      PYTHONPATH="$ov" bench/h200/run.sh --jobs ".whl/h100-jobs/$group" --key-file .whl/worker.env \
         --repeats "$reps" --budget "$left" --work "$W" --out "$keep/run-$group" \
         ${refused:+--refused "$refused"} >> "$log" 2>&1
       say "batch $group: rc=$? wall_s=$(( $(date +%s) - s )) results $before -> $(ls "$W/results" | wc -l)"

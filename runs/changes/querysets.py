@@ -4,7 +4,7 @@ page, the API and the feeds: each a filter on an index of CellChange.Meta."""
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Count, F, Q
+from django.db.models import F, Q
 from django.db.models.functions import Abs
 
 from runs.querysets import sql_columns, sql_instances, sql_marks, sql_rows, sql_table
@@ -16,20 +16,29 @@ class CellChangeQuerySet(models.QuerySet):
     ) -> tuple[list, str | None]:
         """One cell's changes in these sources at these publications (the unique index), in
         the order they were found, each with `previous_slug`, the publication before it as a
-        run page names it, and the status of the cell's oldest series among these sources
-        (None if none has one): the changes among the points a run page shows, and what the
-        rule made of the cell. One query written as SQL: Django took longer to compile the
-        filter than the database took to run it, and every reader arriving at a run nobody
-        asked for since the last data change pays it; the status is the one row the changes
-        are joined to, so a cell without changes still gives it, in the same round trip."""
+        run page names it, and `together`, (cells, kernels) of the group a grouped change
+        moved with ("37 cells of 9 kernels moved together"; None for one that moved alone);
+        and the status of the cell's oldest series among these sources (None if none has
+        one): the changes among the points a run page shows, and what the rule made of the
+        cell. One query written as SQL: Django took longer to compile the filter than the
+        database took to run it, and every reader arriving at a run nobody asked for since the
+        last data change pays it; the status is the one row the changes are joined to, so a
+        cell without changes still gives it, and a group's sizes are counted on the
+        publication's index (cellchange_pub_kind), all in the same round trip."""
         series = self.model._meta.apps.get_model("runs", "CellSeries")
         changes = sql_table(self.model)
         publications = sql_table(self.model._meta.get_field("previous").related_model)
         sources, points = list(source_ids), list(publication_ids)
         marks = sql_marks(sources)
+        group = (
+            f"FROM {changes} g WHERE g.publication_id = c.publication_id AND g.kind = c.kind "
+            "AND g.direction = c.direction AND g.grouped"
+        )
         rows = sql_rows(
-            f"SELECT s.status, {sql_columns(self.model, 'c')}, p.slug FROM (SELECT "
-            f"(SELECT status FROM {sql_table(series)} WHERE source_id IN ({marks}) "
+            f"SELECT s.status, {sql_columns(self.model, 'c')}, p.slug, "
+            f"CASE WHEN c.grouped THEN (SELECT COUNT(*) {group}) END, "
+            f"CASE WHEN c.grouped THEN (SELECT COUNT(DISTINCT g.benchmark_id) {group}) END "
+            f"FROM (SELECT (SELECT status FROM {sql_table(series)} WHERE source_id IN ({marks}) "
             "AND cell_key = %s AND provider_key = %s ORDER BY id LIMIT 1) AS status) s "
             f"LEFT JOIN ({changes} c INNER JOIN {publications} p ON c.previous_id = p.id) "
             f"ON c.source_id IN ({marks}) AND c.cell_key = %s AND c.provider_key = %s "
@@ -40,8 +49,9 @@ class CellChangeQuerySet(models.QuerySet):
         for row in rows:
             if row[1] is None:  # no change: the status row alone
                 continue
-            (change,) = sql_instances([(self.model, "c")], row[1:-1])
-            change.previous_slug = row[-1]
+            (change,) = sql_instances([(self.model, "c")], row[1:-3])
+            change.previous_slug, cells, kernels = row[-3:]
+            change.together = (cells, kernels) if change.grouped else None
             found.append(change)
         return found, rows[0][0]
 
@@ -101,14 +111,3 @@ class CellChangeQuerySet(models.QuerySet):
             "publication", "previous", "until", "benchmark", "source",
             "run__implementation", "run__workload", "run__environment__gpu",
         )  # fmt: skip
-
-    def group_sizes(self, publication_ids) -> dict[tuple, tuple[int, int]]:
-        """{(publication id, kind, direction): (cells, kernels)} of the grouped changes at these
-        publications: "37 cells of 9 kernels moved together"."""
-        rows = (
-            self.filter(publication_id__in=publication_ids, grouped=True)
-            .values_list("publication_id", "kind", "direction")
-            .annotate(cells=Count("id"), kernels=Count("benchmark_id", distinct=True))
-            .order_by()
-        )
-        return {(p, k, d): (cells, kernels) for p, k, d, cells, kernels in rows}

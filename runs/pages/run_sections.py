@@ -214,15 +214,10 @@ def _detected(run: Run, points: list[dict], per_source: dict[int, int]) -> tuple
     key = {"source_ids": source_ids, "cell_key": run.group.cell_key,
            "provider_key": run.implementation.provider_key}  # fmt: skip
     slugs = {p["publication_id"]: p["publication__slug"] for p in points}
+    # Each change comes with the sizes of the group it moved with (`together`).
     changes, series = CellChange.objects.at_points(**key, publication_ids=slugs)
-    # The sizes of the groups these changes moved with; none for a cell whose changes moved
-    # alone or that did not change (most of them), so no query. A change's `grouped` is that
-    # of every change of its publication, kind and direction (runs.changes.services._regroup).
-    changed_at = sorted({c.publication_id for c in changes if c.grouped})
-    sizes = CellChange.objects.group_sizes(changed_at) if changed_at else {}
     for c in changes:
         c.publication_slug = slugs[c.publication_id]  # the page names the points by slug
-        c.together = sizes.get((c.publication_id, c.kind, c.direction))
     return changes, series
 
 

@@ -98,12 +98,13 @@ class KernelSpec:
         """The protocol style of the speed or the memory function (see protocol.py)."""
         return (self.memory_style or self.style) if for_memory else self.style
 
-    def script_cache_block(self, wl: dict[str, Any]) -> int | None:
+    def script_cache_block(self, wl: dict[str, Any], provider: str | None = None) -> int | None:
         """Bytes of the free blocks the script's allocator cache was full of when its memory
         cells ran, where that changes the peak: max_memory_allocated counts a block whole
         when what a tensor leaves of it is 1 MiB or less, so a tensor carved from a large
         cached block reads its own size, and one given a fresh segment of its size rounded
-        to 2 MiB reads the segment. None: the runner measures from an emptied cache."""
+        to 2 MiB reads the segment. None: the runner measures from an emptied cache. The
+        provider is given because one script's providers need not be alike in this."""
         return None
 
     def memory_inputs(self, wl: dict[str, Any], device: Any, gen: Any) -> Tensors | None:

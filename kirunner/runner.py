@@ -467,6 +467,7 @@ class _Case:
         self.spec, self.impl, self.ran, self.device = spec, impl, ran, device
         self.mode, self.quantiles = spec_job["pass"], spec_job["quantiles"]
         self.seed, self.module_bytes = seed, module_bytes
+        self.provider = spec_job.get("provider")
         # What the process held when the job started (an earlier job's): not this job's.
         self.foreign_bytes = 0
 
@@ -624,7 +625,7 @@ def _warm_up_as_upstream(case: _Case) -> str:
         _make_matmul_workspaces(case.device)
         what += ", then a matmul forward and backward (the workspaces of earlier cells)"
     _free("cuda")
-    block = case.spec.script_cache_block(case.ran)
+    block = case.spec.script_cache_block(case.ran, case.provider)
     if block:
         n = _fill_cache_as_script(case.device, block)
         what += f", then the cache filled with {n} free blocks of {block / 2**20:g} MiB"

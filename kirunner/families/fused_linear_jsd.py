@@ -83,7 +83,7 @@ SWEEP_BT_MAX = 8192
 
 @dataclass(frozen=True)
 class FusedLinearJsdSpec(KernelSpec):
-    def script_cache_block(self, wl):
+    def script_cache_block(self, wl, provider=None):
         # The script runs every speed cell before its memory cells, in one process; its
         # last, torch at BT 8192, left the cache full of free float32 (BT, V) blocks (4,008
         # MiB at V 128256), and every memory cell carves its tensors from them. From an

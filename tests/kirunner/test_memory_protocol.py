@@ -138,6 +138,33 @@ def test_fused_linear_jsd_measures_in_the_cache_its_scripts_speed_cells_left(mon
     )
 
 
+def test_distill_jsd_torch_measures_in_the_cache_its_scripts_speed_cells_left(monkeypatch):
+    """benchmark_distill_jsd_loss.py's memory cells run after its speed cells, the last of them
+    torch full at BT 8192, whose float32 (8192, V) blocks fill the cache. HFJSDLoss's float32
+    (BT, V) tensors are carved from them there; from an emptied cache each 501 MiB one at BT
+    1024 took a fresh 502 MiB segment (the runner read +9.0 MiB at BT 1024 on the H100). Only
+    that provider's jobs are measured so: the cosine script's torch side and both liger
+    sides keep the emptied cache, so the warm-up is told the job's provider."""
+    from kirunner.kernels import get_spec
+
+    jsd, cosine = get_spec("distill_jsd_loss"), get_spec("distill_cosine_loss")
+    wl, _ = jsd.resolve({"BT": 1024, "H": 4096, "V": 128256, "dtype": "bf16"})
+    assert jsd.script_cache_block(wl, "torch") == 4008 * MIB
+    assert jsd.script_cache_block(wl, "liger") is None
+    assert cosine.script_cache_block(wl, "torch") is None
+    ran = jsd.scale_down(wl)
+    impl = jsd.build(ran, "torch", torch.device("cpu"), "0.7.0")
+    fills = []
+    monkeypatch.setattr(runner, "_free", lambda device_type: None)
+    monkeypatch.setattr(
+        runner, "_fill_cache_as_script", lambda device, block: fills.append(block) or 2
+    )
+    spec_job = {"pass": "full", "quantiles": [0.5], "provider": "torch"}
+    case = runner._Case(jsd, impl, ran, torch.device("cpu"), spec_job, 11, 0)
+    runner._warm_up_as_upstream(case)
+    assert fills == [8192 * ran["V"] * 4]
+
+
 def test_the_cache_is_filled_until_the_device_is_full_then_freed(monkeypatch):
     made = []
 

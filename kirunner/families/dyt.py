@@ -96,14 +96,14 @@ def torch_dyt(hidden: int, beta: bool):
     return TorchDyT()
 
 
-def _fall_back_to_eager(compiled, hidden: int, device) -> None:
-    """Put dynamo in the state the script's process reached: the recompile limit hit for
-    TorchDyT.forward, so it runs eager from now on (dynamo's RUN_ONLY for that code object).
-    One call with the limit at 0 does it, on a one-row input, without a graph."""
+def fall_back_to_eager(compiled, sample) -> None:
+    """Put dynamo in the state a script's process reached: the recompile limit hit for the
+    compiled frame, so it runs eager from now on (dynamo's RUN_ONLY for that code object).
+    One call with the limit at 0 does it, on a small `sample` input, without a graph."""
     import torch
 
     with torch._dynamo.config.patch(recompile_limit=0), torch.no_grad():
-        compiled(torch.zeros(1, hidden, device=device))
+        compiled(sample)
 
 
 def reference_dyt(x, alpha, gamma, beta):
@@ -188,7 +188,7 @@ class DytSpec(KernelSpec):
         limit = recompile_limit()
         took = upstream_compiled(self.beta, hidden, wl["bt"], wl["dtype"], limit)
         if took is False:
-            _fall_back_to_eager(call, hidden, device)
+            fall_back_to_eager(call, torch.zeros(1, hidden, device=device))
             return call, [
                 "torch.compile did not take effect for this cell in the script's "
                 f"process (dynamo's recompile limit, {limit}, was reached by the first "

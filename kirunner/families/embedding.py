@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..building import Impl, KernelSpec, torch_dtype, torch_info
 from ..impls import Unavailable, load_liger
 from ..workload import Param
-from .dyt import recompile_limit
+from .dyt import fall_back_to_eager, recompile_limit
 
 LIGER_MODULE = "liger_kernel.transformers.experimental.embedding"
 
@@ -92,19 +92,11 @@ def compile_with_own_frame(module):
     return compiled, bool(made)
 
 
-def _fall_back_to_eager(compiled, device) -> None:
-    """Put dynamo in the state the script's process reached: the recompile limit hit for the
-    compiled frame, so it runs eager from now on (dynamo's RUN_ONLY for that code object).
-    One call with the limit at 0 does it, on a one-id input, without a graph."""
-    import torch
-
-    with torch._dynamo.config.patch(recompile_limit=0), torch.no_grad():
-        compiled(torch.zeros(1, 1, dtype=torch.long, device=device))
-
-
 def _compiled_as_in_the_script(module, wl, device):
     """torch.compile(module) in the compile state of the script's process for this cell, and
     the notes saying which."""
+    import torch
+
     call, own = compile_with_own_frame(module)
     notes = []
     if not own:
@@ -115,7 +107,7 @@ def _compiled_as_in_the_script(module, wl, device):
     limit = recompile_limit()
     took = upstream_compiled(wl["batch"], wl["seq"], wl["D"], wl["V"], wl["dtype"], limit)
     if took is False:
-        _fall_back_to_eager(call, device)
+        fall_back_to_eager(call, torch.zeros(1, 1, dtype=torch.long, device=device))
         first = SCRIPT_ORDER[0]
         return call, [
             *notes,

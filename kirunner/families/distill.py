@@ -173,6 +173,8 @@ class DistillSpec(KernelSpec):
         # BT 1024-4096 against the script's 11,613, 19,653, 35,733; both allocation sequences
         # replayed on a model of the caching allocator give 11,624, 19,653, 35,733 from an
         # emptied cache and the script's three figures from one filled with these blocks.
+        # On the H100 (call 30) the fill read 11,613, 19,653 and 35,731: two cells now equal,
+        # the third 2 MiB below (equal from an emptied cache), which the model does not show.
         # Not the cosine script's torch side (the same fill moves its BT 1024 cell, equal
         # now, 9 MiB below), and not liger (its compiled chunks were not replayed).
         if self.name == "distill_jsd_loss" and provider == "torch":

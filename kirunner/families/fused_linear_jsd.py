@@ -89,6 +89,7 @@ class FusedLinearJsdSpec(KernelSpec):
         # MiB at V 128256), and every memory cell carves its tensors from them. From an
         # emptied cache the runner read 0.75 to 11 MiB above the script on 4 of 7 cells (at
         # BT 1024 each float32 (BT, V) tensor took a fresh 502 MiB segment whole for its 501).
+        # With the cache filled so (H100, call 30) all 7 cells equal the script's to the MiB.
         return SWEEP_BT_MAX * wl["V"] * 4
 
     def make_inputs(self, wl, device, gen):

@@ -9,7 +9,8 @@
 #   reproduce           bench/reproduce-gpu: a fresh virtual environment, `pip install` of the
 #                       wheel the site served (.whl/reproduce/), `kirunner --help` and
 #                       `kirunner run` of each job file downloaded from a run page
-#   upstream:K1,K2,...  benchmark_<K>.py of the upstream source (.upstream/liger-ab7fe2a),
+#   upstream:K1,K2,...  benchmark_<K>.py of the upstream source (.upstream/liger-$UPSTREAM_COMMIT,
+#                       ab7fe2a unless the environment names another commit),
 #                       unchanged (bench/fidelity/upstream.sh), each script's rows kept
 #   batch:R:GROUP[:S]   bench/h200/run.sh over .whl/h100-jobs/GROUP, R runner processes
 #                       (repeats), for S seconds at most and not past DEADLINE_S
@@ -22,7 +23,7 @@
 # runner and its wheels. A script whose imports the image's packages no longer have runs
 # unchanged under the release its CI had; the runner's jobs of the same kernel can see the same.
 # Carried (ignored) folders: .whl (wheels, jobs, worker.env, prev.tar.gz:
-# the results of earlier calls, so a fresh host resumes) and .upstream/liger-ab7fe2a.
+# the results of earlier calls, so a fresh host resumes) and .upstream/liger-<commit>.
 # Writes $OUT/CALL.tar.gz (results, runner logs, the scripts' CSVs and logs, nvidia-smi
 # sampling) and $OUT/device-CALL.log.
 set -u
@@ -50,11 +51,15 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 smi=$!
 
 # Liger-Kernel at the batch's commit as utils.py expects an installed checkout: its src on the
-# path and a dist-info naming the version the checkout declares (pyproject.toml: 0.7.0).
-up=.upstream/liger-ab7fe2a
-if [ -d "$up/src" ] && [ ! -d "$up/src/liger_kernel-0.7.0.dist-info" ]; then
-  mkdir -p "$up/src/liger_kernel-0.7.0.dist-info"
-  printf 'Metadata-Version: 2.1\nName: liger_kernel\nVersion: 0.7.0\n' > "$up/src/liger_kernel-0.7.0.dist-info/METADATA"
+# path and a dist-info naming the version the checkout declares (pyproject.toml: 0.7.0 at
+# ab7fe2a, 0.6.5 at 1fdb668).
+commit="${UPSTREAM_COMMIT:-ab7fe2a}"
+up=".upstream/liger-$commit"
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$up/pyproject.toml" 2>/dev/null | head -1)"
+if [ -d "$up/src" ] && [ ! -d "$up/src/liger_kernel-${version:-0.7.0}.dist-info" ]; then
+  mkdir -p "$up/src/liger_kernel-${version:-0.7.0}.dist-info"
+  printf 'Metadata-Version: 2.1\nName: liger_kernel\nVersion: %s\n' "${version:-0.7.0}" \
+    > "$up/src/liger_kernel-${version:-0.7.0}.dist-info/METADATA"
 fi
 
 # Captures that tainted a process in an earlier call (.whl/capture-refused.txt, the union of the
@@ -89,7 +94,7 @@ for phase in "$@"; do
         left=$(( deadline - ($(date +%s) - t0) ))
         if [ "$left" -lt 40 ]; then say "upstream $k: not started (${left}s left)"; continue; fi
         s=$(date +%s)
-        UPSTREAM_SRC="$repo/$up" UPSTREAM_TAG=ab7fe2a OUT="$keep/upstream-$k" UPSTREAM_PYTHONPATH="$ov" \
+        UPSTREAM_SRC="$repo/$up" UPSTREAM_TAG="$commit" OUT="$keep/upstream-$k" UPSTREAM_PYTHONPATH="$ov" \
           timeout --kill-after=5 $(( left - 10 )) bash bench/fidelity/upstream.sh "$k"
         say "upstream $k: rc=$? wall_s=$(( $(date +%s) - s )) rows=$(( $(wc -l < "$keep/upstream-$k/upstream.csv" 2>/dev/null || echo 1) - 1 ))"
       done ;;

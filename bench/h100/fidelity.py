@@ -1,7 +1,7 @@
 """Runner against upstream's own script at one Liger-Kernel commit, cell by cell, on the H100.
 
     .venv/bin/python bench/h100/fidelity.py --batch data/reruns/h100-2026-12-05 \
-        --scripts bench/fidelity/h100-ab7fe2a [--cells]
+        --scripts bench/fidelity/h100-ab7fe2a [--commit ab7fe2a] [--cells]
 
 Upstream's rows are the CSVs its benchmark scripts wrote on the lent H100
 (`<scripts>/<call>/upstream-<kernel>/upstream.csv`, bench/h100/device.sh); the runner's are the
@@ -38,7 +38,7 @@ from compare import (  # noqa: E402  (bench/fidelity/compare.py: one criterion f
     anchor,
 )
 
-COMMIT = "ab7fe2a"
+COMMIT = "ab7fe2a"  # the commit of most of the batch's jobs; --commit names another
 
 
 def _django():
@@ -93,8 +93,9 @@ def script_cells(csv_paths, commit: str) -> list[dict]:
     return out
 
 
-def runner_rows(batch: Path, calls: dict[str, str]) -> list[dict]:
-    """Every finished result of the batch with the key of the run it measured. An `incorrect`
+def runner_rows(batch: Path, calls: dict[str, str], commit: str) -> list[dict]:
+    """Every finished result of the batch for a run of `commit`, with the key of the run it
+    measured (one batch holds the jobs of several commits' runs). An `incorrect`
     result counts: its output missed the runner's check, but what it timed is what the script
     times, and that is all this compares."""
     jobs = {}
@@ -110,6 +111,8 @@ def runner_rows(batch: Path, calls: dict[str, str]) -> list[dict]:
             continue
         parts = job["run"]["externalId"].split("/")
         # <commit>/<kernel>/<pass>/<provider>/<gpu>/<workload>/<time>[/memory]
+        if parts[0] != commit:
+            continue
         key = (
             p["benchmark"],
             p["provider"],
@@ -133,10 +136,10 @@ def runner_rows(batch: Path, calls: dict[str, str]) -> list[dict]:
     return out
 
 
-def observations(batch: Path, scripts: Path, calls: dict[str, str]) -> list[dict]:
+def observations(batch: Path, scripts: Path, calls: dict[str, str], commit: str) -> list[dict]:
     script = script_rows(scripts)
     obs = []
-    for r in runner_rows(batch, calls):
+    for r in runner_rows(batch, calls, commit):
         by_call = script.get(r["key"])
         if not by_call:
             continue
@@ -146,7 +149,7 @@ def observations(batch: Path, scripts: Path, calls: dict[str, str]) -> list[dict
     return obs
 
 
-def rows(obs: list[dict]) -> list[dict]:
+def rows(obs: list[dict], commit: str) -> list[dict]:
     grouped: dict[tuple, list[dict]] = {}
     for o in obs:
         grouped.setdefault(o["key"][:4], []).append(o)
@@ -166,8 +169,8 @@ def rows(obs: list[dict]) -> list[dict]:
             "gpu": ", ".join(sorted({o["gpu"] for o in items if o["gpu"]})),
             "date": ", ".join(sorted({o["date"] for o in items})),
             "calls": sorted({o["call"] for o in items}),
-            "phases": sorted({f"{COMMIT}/{o['call']}" for o in items}),
-            "upstreamCommits": [COMMIT],
+            "phases": sorted({f"{commit}/{o['call']}" for o in items}),
+            "upstreamCommits": [commit],
             "deviceBound": None,
             "hostBound": None,
             "unclassified": 0,
@@ -193,7 +196,7 @@ def rows(obs: list[dict]) -> list[dict]:
                 o["kind"] not in ("device-bound", "host-bound") for o in items
             )
         row["status"], row["reason"] = _status(row)
-        row["reason"] = f"at {COMMIT}: {row['reason']}"
+        row["reason"] = f"at {commit}: {row['reason']}"
         out.append(row)
     return out
 
@@ -202,7 +205,7 @@ def rows(obs: list[dict]) -> list[dict]:
 PER_COMMIT = ("status", "reason", "deviceBound", "hostBound", "memory", "calls", "phases", "date")
 
 
-def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
+def merged(table: dict, new_rows: list[dict], meta: dict, commit: str) -> dict:
     """The table with the commit's rows: one row per kernel, provider, pass and metric."""
     old = {(r["kernel"], r["provider"], r["pass"], r["metric"]): r for r in table["rows"]}
     for row in new_rows:
@@ -214,14 +217,15 @@ def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
         # Measured at both commits: one row, established only where both are.
         both = dict(before)
         both["upstreamCommits"] = sorted(
-            set(before.get("upstreamCommits", [table["upstreamCommit"]])) | {COMMIT}
+            set(before.get("upstreamCommits", [table["upstreamCommit"]])) | {commit}
         )
-        both["byCommit"] = {
+        # A row merged before keeps each earlier commit's own measurement.
+        earlier = before.get("byCommit") or {
             before.get("upstreamCommits", [table["upstreamCommit"]])[0]: {
                 k: before.get(k) for k in PER_COMMIT
-            },
-            COMMIT: {k: row.get(k) for k in PER_COMMIT},
+            }
         }
+        both["byCommit"] = {**earlier, commit: {k: row.get(k) for k in PER_COMMIT}}
         both["date"] = ", ".join(
             sorted(set(before.get("date", "").split(", ")) | set(row["date"].split(", ")) - {""})
         )
@@ -238,11 +242,11 @@ def merged(table: dict, new_rows: list[dict], meta: dict) -> dict:
     out["rows"] = sorted(
         old.values(), key=lambda r: (r["kernel"], r["pass"], r["metric"], r["provider"])
     )
-    out["commits"] = {**table.get("commits", {}), COMMIT: meta}
+    out["commits"] = {**table.get("commits", {}), commit: meta}
     return out
 
 
-def failed_scripts(scripts: Path) -> dict[str, str]:
+def failed_scripts(scripts: Path, commit: str) -> dict[str, str]:
     """kernel -> why its script gave no row: each `<call>/upstream-<kernel>/` whose script
     wrote no CSV, with the error its log ends on, or the call's deadline where it ends on
     the script's start line (device.sh stopped it)."""
@@ -259,15 +263,15 @@ def failed_scripts(scripts: Path) -> dict[str, str]:
         else:
             what = "it had written no row when the call's deadline stopped it"
         out[kernel] = (
-            f"upstream's benchmark_{kernel}.py at {COMMIT} was run on the lent H100 ({call}) "
+            f"upstream's benchmark_{kernel}.py at {commit} was run on the lent H100 ({call}) "
             f"and {what}; nothing to compare the runner with"
         )
     return out
 
 
-def with_failed_scripts(table: dict, scripts: Path) -> dict:
+def with_failed_scripts(table: dict, scripts: Path, commit: str) -> dict:
     """Not-measured rows of a kernel whose script was run and gave no row say so."""
-    failed = failed_scripts(scripts)
+    failed = failed_scripts(scripts, commit)
     rows = [
         r | {"reason": failed[r["kernel"]]}
         if r["status"] == "not-measured" and r["kernel"] in failed
@@ -279,22 +283,22 @@ def with_failed_scripts(table: dict, scripts: Path) -> dict:
 
 def merged_commit(table: dict, repo: Path, commit: str, batch: str, scripts: str) -> dict:
     """bench/fidelity/compare.py's table with this commit's rows merged (its LATER_COMMITS)."""
-    assert commit == COMMIT, commit
     calls_file = repo / batch / "logs" / "result-calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
-    new_rows = rows(observations(repo / batch, repo / scripts, calls))
-    table = with_failed_scripts(table, repo / scripts)
+    new_rows = rows(observations(repo / batch, repo / scripts, calls, commit), commit)
+    table = with_failed_scripts(table, repo / scripts, commit)
     meta = {
         "batch": batch,
         "scripts": scripts,
-        "comparedBy": f"python bench/h100/fidelity.py --batch {batch} --scripts {scripts} --cells",
+        "comparedBy": f"python bench/h100/fidelity.py --batch {batch} --scripts {scripts} "
+        f"--commit {commit} --cells",
         "host": "the lent nvidia-h100-x1 machine, one NVIDIA H100 80GB HBM3 per device call; "
         f"{scripts}/README.md gives each call",
         "rows": len(new_rows),
     }
-    out = merged(table, new_rows, meta)
-    cells = script_cells((repo / scripts).glob("*/upstream-*/upstream.csv"), COMMIT)
-    out["scriptCells"] = [c for c in out.get("scriptCells", []) if c["commit"] != COMMIT] + cells
+    out = merged(table, new_rows, meta, commit)
+    cells = script_cells((repo / scripts).glob("*/upstream-*/upstream.csv"), commit)
+    out["scriptCells"] = [c for c in out.get("scriptCells", []) if c["commit"] != commit] + cells
     return out
 
 
@@ -302,13 +306,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", required=True, type=Path)
     ap.add_argument("--scripts", required=True, type=Path)
+    ap.add_argument("--commit", default=COMMIT)
     ap.add_argument("--cells", action="store_true")
     args = ap.parse_args()
     _django()
     calls_file = args.batch / "logs" / "result-calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
-    obs = observations(args.batch, args.scripts, calls)
-    new_rows = rows(obs)
+    obs = observations(args.batch, args.scripts, calls, args.commit)
+    new_rows = rows(obs, args.commit)
     if args.cells:
         for o in obs:
             print("/".join(o["key"]), f"runner {o['runner']:.5g} script {o['script']:.5g}",
@@ -317,11 +322,11 @@ def main() -> None:
     for r in new_rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
         print(f"{r['anchor']}: {r['status']}: {r['reason']}")
-    print(f"{len(new_rows)} rows at {COMMIT}: {counts}")
-    print(criteria(obs))
+    print(f"{len(new_rows)} rows at {args.commit}: {counts}")
+    print(criteria(obs, args.commit))
 
 
-def criteria(obs: list[dict]) -> str:
+def criteria(obs: list[dict], commit: str) -> str:
     """Issue 42's done-when figures over every observation: the device-bound runner/script
     median and the share within 5 %, and the memory readings equal to the script's to the MiB
     (less than MEMORY_LIMIT_MIB apart, compare.py's criterion)."""
@@ -332,7 +337,7 @@ def criteria(obs: list[dict]) -> str:
     equal = sum(abs(o["runner"] - o["script"]) < MEMORY_LIMIT_MIB for o in memory)
     within = sum(abs(r - 1) <= DEVICE_BOUND_LIMIT for r in device)
     return (
-        f"criteria at {COMMIT}: device-bound median {statistics.median(device):.3f} on "
+        f"criteria at {commit}: device-bound median {statistics.median(device):.3f} on "
         f"{len(device)} cells, {within / len(device):.1%} within 5 %; memory equal to the MiB "
         f"on {equal} of {len(memory)} readings ({equal / len(memory):.1%})"
     )

@@ -5,7 +5,7 @@
 
 Writes one RerunJob document per selected run with the server's own `job_document`, as
 bench/h200/issue_jobs.py does for the H200 rows of 02bac05: every row of the commit's
-publication measured on an NVIDIA H100 80GB HBM3 for the kernels named (default: every
+publication measured on an NVIDIA H100 80GB HBM3 (or the GPU --gpu names) for the kernels named (default: every
 kernel the runner supports), every pass, metric and provider the runner supports, the
 kernels round-robin (a batch cut short still covers each one), each kernel's rows by metric,
 pass, workload and provider (a cell's providers one after the other).
@@ -30,7 +30,7 @@ from issue_jobs import interleaved, runner_supports  # noqa: E402  (bench/h200/i
 GPU = "NVIDIA H100 80GB HBM3"
 
 
-def selected(commit: str, kernels: set[str]):
+def selected(commit: str, kernels: set[str], gpu: str = GPU):
     from runs.models import Run
 
     runs = (
@@ -38,7 +38,7 @@ def selected(commit: str, kernels: set[str]):
         .with_related()
         .filter(
             source__slug="liger-kernel-ci",
-            environment__gpu__upstream_name=GPU,
+            environment__gpu__upstream_name=gpu,
             publication__upstream_commit__startswith=commit,
         )
         .order_by(
@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="", help="comma-separated benchmark slugs only")
     parser.add_argument("--start", type=int, default=1, help="number of the first file")
     parser.add_argument("--gpu-class", default="h100")
+    parser.add_argument("--gpu", default=GPU, help="the rows of this GPU product (upstream's name)")
     parser.add_argument("--again", nargs="+", type=Path, default=[],
                         help="job files to issue again (same file names, new ids and nonces)")  # fmt: skip
     args = parser.parse_args()
@@ -102,7 +103,7 @@ def main() -> None:
         return
     kernels = {k for k in args.kernels.split(",") if k}
     n = args.start - 1
-    for run in interleaved(selected(args.commit, kernels)):
+    for run in interleaved(selected(args.commit, kernels, args.gpu)):
         if (doc := issue(run)) is None:
             continue
         n += 1

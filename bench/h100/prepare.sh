@@ -1,29 +1,32 @@
 #!/usr/bin/env bash
 # Prepare what a device call of bench/h100/device.sh carries (all of it ignored by git):
-#   .upstream/liger-ab7fe2a  Liger-Kernel's src, benchmark and the tests its scripts import, at
-#                            ab7fe2a (`git archive` of a checkout of github.com/linkedin/Liger-Kernel)
-#   .whl/liger_kernel-0.7.0-py3-none-any.whl
+#   .upstream/liger-COMMIT   Liger-Kernel's src, benchmark, pyproject.toml and the tests its
+#                            scripts import, at COMMIT (default ab7fe2a; `git archive` of a
+#                            checkout of github.com/linkedin/Liger-Kernel)
+#   .whl/liger_kernel-VERSION-py3-none-any.whl
 #                            a wheel of exactly that src (every file, folders without
-#                            __init__.py included: ops/experimental), named 0.7.0 as the
-#                            checkout's pyproject.toml declares; no release matches ab7fe2a
+#                            __init__.py included: ops/experimental), named with the version the
+#                            checkout's pyproject.toml declares (0.7.0 at ab7fe2a, 0.6.5 at
+#                            1fdb668); no release matches either commit
 #   .whl/*.whl               the runner's pure-Python needs for the GPU host's Python 3.12
 #                            (rfc8785, jsonschema and what it needs), which its image lacks
 #   .whl/worker.env          the batch's public demo signing key (data/reruns/<batch>/worker-key.json)
 #
-#   bash bench/h100/prepare.sh /path/to/Liger-Kernel.git data/reruns/h100-2026-12-05
+#   bash bench/h100/prepare.sh /path/to/Liger-Kernel.git data/reruns/h100-2026-12-05 [COMMIT]
 set -euo pipefail
-git_dir="$1"; batch="$2"
+git_dir="$1"; batch="$2"; commit="${3:-ab7fe2a}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
-up=.upstream/liger-ab7fe2a
+up=".upstream/liger-$commit"
 rm -rf "$up" && mkdir -p "$up" .whl
-git -C "$git_dir" archive ab7fe2a src benchmark test/__init__.py test/utils.py \
+git -C "$git_dir" archive "$commit" src benchmark pyproject.toml test/__init__.py test/utils.py \
   test/transformers test/chunked_loss | tar -x -C "$up"
-python3 - "$up/src" .whl <<'PY'
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$up/pyproject.toml" | head -1)"
+python3 - "$up/src" .whl "$version" <<'PY'
 import base64, hashlib, sys, zipfile
 from pathlib import Path
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
-name, ver = "liger_kernel", "0.7.0"
+name, ver = "liger_kernel", sys.argv[3]
 info = f"{name}-{ver}.dist-info"
 files = sorted(p for p in (src / name).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 meta = {

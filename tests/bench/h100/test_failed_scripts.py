@@ -32,7 +32,7 @@ def test_an_import_error_and_a_deadline_are_each_said(tmp_path):
     )  # fmt: skip
     _script(tmp_path, "call4", "embedding", "=== benchmark_embedding.py start 2026-12-06\n")
     _script(tmp_path, "call4", "tvd", "=== benchmark_tvd.py rc=0\n", csv=True)
-    failed = _module().failed_scripts(tmp_path)
+    failed = _module().failed_scripts(tmp_path, "ab7fe2a")
     assert set(failed) == {"qwen2vl_mrope", "embedding"}
     assert "(call3) and it failed: ImportError: cannot import name 'x'" in failed["qwen2vl_mrope"]
     assert "deadline stopped it" in failed["embedding"]
@@ -45,6 +45,6 @@ def test_only_not_measured_rows_of_those_kernels_take_the_reason(tmp_path):
         {"kernel": "embedding", "status": "established", "reason": "measured"},
         {"kernel": "tvd", "status": "not-measured", "reason": "not run"},
     ]
-    out = _module().with_failed_scripts({"rows": rows}, tmp_path)["rows"]
+    out = _module().with_failed_scripts({"rows": rows}, tmp_path, "ab7fe2a")["rows"]
     assert "benchmark_embedding.py" in out[0]["reason"]
     assert [r["reason"] for r in out[1:]] == ["measured", "not run"]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from io import StringIO
 from pathlib import Path
@@ -95,9 +96,21 @@ SLOW_FIRST = (
 DEMO_DATABASE_FILES = ("tests/site/test_crawl.py", "tests/reruns/test_rerun_demo_data.py")
 
 
+# The module-scoped fixtures whose rows stay for the rest of their module once written
+# (rows_for_the_module). A module's tests that ask for none of them run first, on an empty
+# database, as they would alone.
+MODULE_ROWS = ("_liger_bench_ingested", "_ci_ingested")
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    files = {path: i for i, path in enumerate(dict.fromkeys(item.path for item in items))}
+
+    def order(item):
+        later = bool(set(MODULE_ROWS) & set(getattr(item, "fixturenames", ())))
+        return rank.get(item.path.name, len(rank)), files[item.path], later
+
+    items.sort(key=order)
     elsewhere = [
         item.nodeid
         for item in items
@@ -189,12 +202,60 @@ def run(db):
     return RunFactory(median=385_536, p20=384_685, p80=386_240)
 
 
-@pytest.fixture
-def liger_bench(db):
-    """The real Liger benchmark CSV, ingested."""
+@contextmanager
+def rows_for_the_module(request, django_db_blocker, write):
+    """For a module-scoped fixture whose rows every test of its module reads (an ingest of a
+    real file takes about a second, and dozens of tests each paid it): `write()` runs once, in
+    a transaction that stays open while the module's tests run and is rolled back after the
+    last. Each test's own transaction (pytest-django's `db`) is a savepoint inside it, so every
+    test starts from those rows and nothing a test writes reaches the next; the module's
+    tests that do not ask for the fixture run before it (MODULE_ROWS). A test with
+    `transaction=True` (a live server, a second connection) cannot see rows no transaction
+    committed: it writes them itself, and this refuses it."""
+    from django.db import transaction
+
+    if request.fixturename not in MODULE_ROWS:  # the order of the module's tests depends on it
+        raise pytest.UsageError(f"{request.fixturename} is not in MODULE_ROWS")
+    committing = [
+        item.nodeid
+        for item in request.session.items
+        if item.module is request.module
+        and request.fixturename in getattr(item, "fixturenames", ())
+        and {"transactional_db", "live_server"} & set(item.fixturenames)
+    ]
+    if committing:
+        raise pytest.UsageError(f"{request.fixturename} for committing tests: {committing}")
+    atomic = transaction.atomic()
+    with django_db_blocker.unblock():
+        atomic.__enter__()
+        try:
+            written = write()
+        except BaseException:
+            atomic.__exit__(*sys.exc_info())
+            raise
+    try:
+        yield written
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def _liger_bench_ingested(request, django_db_setup, django_db_blocker):
     from runs.sources.pipeline import ingest
 
-    return ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])
+    def write():
+        return ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])
+
+    with rows_for_the_module(request, django_db_blocker, write) as written:
+        yield written
+
+
+@pytest.fixture
+def liger_bench(_liger_bench_ingested, db):
+    """The real Liger benchmark CSV, ingested (once for the module: rows_for_the_module)."""
+    return _liger_bench_ingested
 
 
 @pytest.fixture

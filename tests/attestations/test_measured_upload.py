@@ -16,7 +16,7 @@ from attestations import services
 from attestations.models import Attestation
 from runs.models import Run
 from runs.sources.pipeline import ingest
-from tests.conftest import DATA
+from tests.conftest import DATA, rows_for_the_module
 from tests.factories import GpuFactory, RunFactory
 
 from .test_api import _bearer
@@ -33,11 +33,27 @@ def _file(doc_or_bytes, name: str = "result.json") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, data, content_type="application/json")
 
 
+@pytest.fixture(scope="module")
+def _ci_ingested(request, django_db_setup, django_db_blocker):
+    def write():
+        ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
+
+    with rows_for_the_module(request, django_db_blocker, write):
+        yield
+
+
+class _Runs(dict):
+    def __missing__(self, public_id: str) -> Run:
+        self[public_id] = Run.objects.public().with_related().get(public_id=public_id)
+        return self[public_id]
+
+
 @pytest.fixture
-def ci_runs(db):
-    """Liger CI run 02bac05, whose H200 rows the real results re-measured."""
-    ingest(source_slug="liger-kernel-ci", locations=[str(DATA / "liger-ci" / "02bac05")])
-    return {r.public_id: r for r in Run.objects.public().with_related()}
+def ci_runs(_ci_ingested, db):
+    """Liger CI run 02bac05's runs by public id, whose H200 rows the real results re-measured
+    (ingested once for the module: tests/conftest.py, rows_for_the_module), each read when a
+    test first asks for it."""
+    return _Runs()
 
 
 def _upload_form(client, run, doc_or_bytes, **extra):

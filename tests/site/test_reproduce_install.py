@@ -152,7 +152,7 @@ def test_installed_runner_refuses_to_sign_a_self_run(installed_runner, tmp_path)
 
 
 def test_end_to_end_job_file_runner_upload_moderation_page(
-    installed_runner, tmp_path, liger_bench, alice, client
+    installed_runner, tmp_path, liger_rows, alice, client
 ):
     """A run's job file taken from its page, run by the installed runner (CPU mode: this
     machine has no GPU), uploaded through the form and through the API, approved in the admin,
@@ -250,6 +250,17 @@ def _cpu_run():
 
 
 @pytest.fixture
+def liger_rows(db):
+    """The Liger CSV ingested in each test's own transaction, not once for the module
+    (tests/conftest.py, rows_for_the_module): the live server reads over a connection of its
+    own, which sees committed rows only."""
+    from runs.sources.pipeline import ingest
+    from tests.conftest import LIGER_CSV
+
+    ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])
+
+
+@pytest.fixture
 def served(live_server, settings) -> str:
     """The site on a real port; SITE_ROOT, the origin of every absolute link, is its address."""
     settings.SITE_ROOT = live_server.url
@@ -258,7 +269,7 @@ def served(live_server, settings) -> str:
 
 
 def test_the_run_page_commands_install_the_served_wheel_run_the_job_and_upload(
-    served, liger_bench, alice, client, tmp_path
+    served, liger_rows, alice, client, tmp_path
 ):
     """What a person does from a run page: read the commands, run them in a shell (a fresh
     virtual environment, pip install of the site's wheel by URL with its digest, curl of the

@@ -155,7 +155,11 @@ def _status(row: dict) -> tuple[str, str]:
 # Later commits measured beside their own scripts (bench/h100/fidelity.py): commit, the rerun
 # batch holding the runner's results, the folder of the scripts' CSVs. Their rows are merged
 # into the 02bac05 table, one row per kernel, provider, pass and metric.
-LATER_COMMITS = (("ab7fe2a", "data/reruns/h100-2026-12-05", "bench/fidelity/h100-ab7fe2a"),)
+LATER_COMMITS = (
+    ("ab7fe2a", "data/reruns/h100-2026-12-05", "bench/fidelity/h100-ab7fe2a"),
+    # rope: ab7fe2a published no rope rows; 1fdb668's are the newest H100 ones.
+    ("1fdb668", "data/reruns/h100-2026-12-05", "bench/fidelity/h100-1fdb668"),
+)
 
 
 def table(batch: Path, source: str, source_csvs: list[Path]) -> dict:

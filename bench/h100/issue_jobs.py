@@ -5,10 +5,10 @@
 
 Writes one RerunJob document per selected run with the server's own `job_document`, as
 bench/h200/issue_jobs.py does for the H200 rows of 02bac05: every row of the commit's
-publication measured on an NVIDIA H100 80GB HBM3 (or the GPU --gpu names) for the kernels named (default: every
-kernel the runner supports), every pass, metric and provider the runner supports, the
-kernels round-robin (a batch cut short still covers each one), each kernel's rows by metric,
-pass, workload and provider (a cell's providers one after the other).
+publication measured on an NVIDIA H100 80GB HBM3 (or the GPU product --gpu names) for the
+kernels named (default: every kernel the runner supports), every pass, metric and provider
+the runner supports, the kernels round-robin (a batch cut short still covers each one), each
+kernel's rows by metric, pass, workload and provider (a cell's providers one after the other).
 """
 
 from __future__ import annotations

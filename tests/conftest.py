@@ -99,7 +99,7 @@ DEMO_DATABASE_FILES = ("tests/site/test_crawl.py", "tests/reruns/test_rerun_demo
 # The module-scoped fixtures whose rows stay for the rest of their module once written
 # (rows_for_the_module). A module's tests that ask for none of them run first, on an empty
 # database, as they would alone.
-MODULE_ROWS = ("_liger_bench_ingested", "_ci_ingested")
+MODULE_ROWS = ("_liger_bench_ingested", "_ci_ingested", "_every_source_ingested")
 
 
 def pytest_collection_modifyitems(items):

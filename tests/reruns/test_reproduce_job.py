@@ -24,13 +24,24 @@ from reruns import controlled, selfrun
 from reruns.models import RerunJob
 from runs.models import Run
 from runs.sources.pipeline import ingest
-from tests.conftest import DATA, KERNELBENCH, LIGER_CI, LIGER_CSV
+from tests.conftest import DATA, KERNELBENCH, LIGER_CI, LIGER_CSV, rows_for_the_module
 
 DEMO_BATCH = DATA / "reruns" / "h200-2026-11-29"
 
 
+@pytest.fixture(scope="module")
+def _every_source_ingested(request, django_db_setup, django_db_blocker):
+    with rows_for_the_module(request, django_db_blocker, _ingest_every_source):
+        yield
+
+
 @pytest.fixture
-def every_source(db):
+def every_source(_every_source_ingested, db):
+    """Every shipped source and the demo batch (loaded once for the module:
+    tests/conftest.py, rows_for_the_module)."""
+
+
+def _ingest_every_source() -> None:
     ingest(source_slug="liger-kernel-bench", locations=[str(LIGER_CSV)])
     # The CI folders the demo batch's jobs name (the controlled runs need their originals).
     folders = set()

@@ -47,7 +47,6 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
 
 from runs.read import freshness, store  # noqa: E402
 
@@ -133,7 +132,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    setup_test_environment()
+    # No setup_test_environment(): its instrumented render copies every template's context
+    # and sends a signal per template, which a served page never pays.
     from bench.scale import pick_pages
 
     urls = dict(pick_pages())

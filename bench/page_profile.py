@@ -38,7 +38,7 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.template import Template  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from runs.read import freshness  # noqa: E402
 
@@ -72,7 +72,8 @@ def main() -> None:
         help="cProfile's order: time under each function, or in its own code only",
     )
     args = parser.parse_args()
-    setup_test_environment()
+    # No setup_test_environment(): its instrumented render copies every template's context
+    # and sends a signal per template, which a served page never pays.
     client = Client()
     url = args.url
     urls = iter(_random_urls(3 * args.requests + QUERY_SAMPLE + 1)) if args.random else None

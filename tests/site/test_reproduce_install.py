@@ -152,7 +152,7 @@ def test_installed_runner_refuses_to_sign_a_self_run(installed_runner, tmp_path)
 
 
 def test_end_to_end_job_file_runner_upload_moderation_page(
-    installed_runner, tmp_path, liger_rows, alice, client
+    installed_runner, tmp_path, liger_bench, alice, client
 ):
     """A run's job file taken from its page, run by the installed runner (CPU mode: this
     machine has no GPU), uploaded through the form and through the API, approved in the admin,
@@ -251,9 +251,9 @@ def _cpu_run():
 
 @pytest.fixture
 def liger_rows(db):
-    """The Liger CSV ingested in each test's own transaction, not once for the module
-    (tests/conftest.py, rows_for_the_module): the live server reads over a connection of its
-    own, which sees committed rows only."""
+    """The Liger CSV ingested in the test's own transaction, not once for the module
+    (`liger_bench`, tests/conftest.py: rows_for_the_module): the live server reads over a
+    connection of its own, which sees committed rows only."""
     from runs.sources.pipeline import ingest
     from tests.conftest import LIGER_CSV
 

@@ -147,6 +147,27 @@ def _fresh_page_cache():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_rate_counts_of_an_earlier_run():
+    """Per-account limits (community writes, allauth's) are counted under the user's primary
+    key, and each run's test database numbers its users from 1 again: in a Redis that outlives
+    the run (CI's, whose counters live an hour) an earlier run's counts would fall on this
+    run's users. Each worker starts with none in its own Redis database."""
+    from django.conf import settings
+
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
+        try:
+            for pattern in ("*community-rl:*", "*allauth:rl:*"):
+                for key in client.scan_iter(match=pattern):
+                    client.delete(key)
+        except redis.RedisError:
+            pass  # no Redis to clean: the tests that need it skip or fail on their own
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _no_token_failures_counted():
     """Failed bearer authentications and community writes are counted per address in the

@@ -122,9 +122,23 @@ def _status(row: dict) -> tuple[str, str]:
                 f"readings of {mem['cells']} cells (largest difference "
                 f"{mem['maxDiffMiB']:.3f} MiB)"
             )
-        return "not-established", (
-            f"peak memory differs from the script's by up to {mem['maxDiffMiB']:.3f} MiB"
-        )
+        why = f"peak memory differs from the script's by up to {mem['maxDiffMiB']:.3f} MiB"
+        # bench/fidelity/script_cells.py: upstream's own function, twice in a row, per cell.
+        n = mem.get("scriptRepeatCells", 0)
+        if n and mem["scriptRepeatMiB"] > 0:
+            why += (
+                f"; upstream's own function, called twice in a row on the same cell in one "
+                f"process, read up to {mem['scriptRepeatMiB']:.3f} MiB apart over {n} of its "
+                f"cells, asking for the same bytes both times on "
+                f"{mem['scriptRepeatSameRequest']}: what the caching allocator rounds a "
+                f"request up to depends on what the process ran before"
+            )
+        elif n:
+            why += (
+                f"; upstream's own function, called twice in a row on {n} of its cells in one "
+                f"process, read the same both times: the difference is not explained"
+            )
+        return "not-established", why
     dev, host = row["deviceBound"], row["hostBound"]
     if dev is None:
         return "not-established", (

@@ -149,7 +149,76 @@ def observations(batch: Path, scripts: Path, calls: dict[str, str], commit: str)
     return obs
 
 
-def rows(obs: list[dict], commit: str) -> list[dict]:
+# Upstream's CSV columns, for readings of upstream's own function written as its scripts
+# write them (script_repeats).
+CSV_COLUMNS = ("kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name",
+               "metric_unit", "x_name", "x_label", "x_value", "y_value_50", "y_value_20",
+               "y_value_80", "extra_benchmark_config_str", "gpu_name", "timestamp",
+               "liger_version")  # fmt: skip
+
+
+def tool_readings(lines: list[dict], gpu: str) -> dict[tuple, dict[str, float]]:
+    """bench/fidelity/script_cells.py's lines keyed as script_rows keys the scripts' CSVs:
+    {key: {phase: median}} for the phases `fresh` and `again`, and `fresh-requested` and
+    `again-requested` for the medians of their requested peaks."""
+    import csv
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for phase in ("fresh", "again", "fresh-requested", "again-requested"):
+            folder = Path(tmp) / phase / "upstream-cells"
+            folder.mkdir(parents=True)
+            with (folder / "upstream.csv").open("w", newline="") as out:
+                writer = csv.writer(out)
+                writer.writerow(CSV_COLUMNS)
+                for line in lines:
+                    if line["phase"] != phase.split("-")[0]:
+                        continue
+                    value = line["y50"]
+                    if phase.endswith("requested"):
+                        value = statistics.median(line["requestedMiB"])
+                    writer.writerow((line["kernel"], line["provider"], line["mode"], "memory",
+                                     "MB", line["x_name"], line["x_name"], line["x"], value,
+                                     value, value, line["config"], gpu, "2026-12-07 00:00:00",
+                                     "0"))  # fmt: skip
+        return script_rows(Path(tmp))
+
+
+def script_repeats(scripts: Path, gpu: str = "NVIDIA H100 80GB HBM3") -> dict[tuple, tuple]:
+    """(MiB apart, requested the same) of upstream's own memory function on each cell called
+    twice in a row in one process (script_cells.py's `fresh` and `again`, under
+    <scripts>/cells/): how far apart its readings were, and whether the code asked for the
+    same bytes both times (the requested peaks within 1 KiB). The scripts print to stdout too
+    (the distill losses their logits' shapes): the tool's lines are the JSON ones."""
+    lines = [
+        json.loads(text)
+        for path in sorted(scripts.glob("cells/*/cells.jsonl"))
+        for text in path.read_text().splitlines()
+        if text.startswith("{")
+    ]
+    return {
+        key: (
+            abs(p["fresh"] - p["again"]),
+            abs(p["fresh-requested"] - p["again-requested"]) < 1 / 1024,
+        )
+        for key, p in tool_readings(lines, gpu).items()
+        if "fresh" in p and "again" in p
+    }
+
+
+def _repeat(items: list[dict], repeats: dict[tuple, tuple]) -> dict:
+    """Upstream's own repeatability on the row's cells, where script_cells.py measured it."""
+    found = [repeats[k] for k in {o["key"] for o in items} if k in repeats]
+    if not found:
+        return {}
+    return {
+        "scriptRepeatMiB": round(max(apart for apart, _ in found), 3),
+        "scriptRepeatCells": len(found),
+        "scriptRepeatSameRequest": sum(same for _, same in found),
+    }
+
+
+def rows(obs: list[dict], commit: str, repeats: dict[tuple, tuple] | None = None) -> list[dict]:
     grouped: dict[tuple, list[dict]] = {}
     for o in obs:
         grouped.setdefault(o["key"][:4], []).append(o)
@@ -180,10 +249,14 @@ def rows(obs: list[dict], commit: str) -> list[dict]:
         if metric == "memory":
             ratios, cells = pick(("unclassified",))
             diffs = [o["runner"] - o["script"] for o in items]
-            row["memory"] = _stats(ratios, cells) | {
-                "maxDiffMiB": round(max(diffs, key=abs), 3),
-                "protocol": sorted({o["protocol"] or "none" for o in items}),
-            }
+            row["memory"] = (
+                _stats(ratios, cells)
+                | {
+                    "maxDiffMiB": round(max(diffs, key=abs), 3),
+                    "protocol": sorted({o["protocol"] or "none" for o in items}),
+                }
+                | _repeat(items, repeats or {})
+            )
         else:
             ratios, cells = pick(("device-bound",))
             row["deviceBound"] = _stats(ratios, cells)
@@ -285,7 +358,8 @@ def merged_commit(table: dict, repo: Path, commit: str, batch: str, scripts: str
     """bench/fidelity/compare.py's table with this commit's rows merged (its LATER_COMMITS)."""
     calls_file = repo / batch / "logs" / "result-calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
-    new_rows = rows(observations(repo / batch, repo / scripts, calls, commit), commit)
+    obs = observations(repo / batch, repo / scripts, calls, commit)
+    new_rows = rows(obs, commit, script_repeats(repo / scripts))
     table = with_failed_scripts(table, repo / scripts, commit)
     meta = {
         "batch": batch,
@@ -313,7 +387,7 @@ def main() -> None:
     calls_file = args.batch / "logs" / "result-calls.json"
     calls = json.loads(calls_file.read_text()) if calls_file.exists() else {}
     obs = observations(args.batch, args.scripts, calls, args.commit)
-    new_rows = rows(obs, args.commit)
+    new_rows = rows(obs, args.commit, script_repeats(args.scripts))
     if args.cells:
         for o in obs:
             print("/".join(o["key"]), f"runner {o['runner']:.5g} script {o['script']:.5g}",

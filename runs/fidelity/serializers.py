@@ -13,6 +13,17 @@ class RatioSerializer(serializers.Serializer):
 
 class MemorySerializer(RatioSerializer):
     maxDiffMiB = serializers.FloatField(help_text="largest runner - script difference, MiB")
+    scriptRepeatMiB = serializers.FloatField(
+        required=False,
+        help_text="how far apart upstream's own function read a cell when called twice in a "
+        "row in one process, at most, MiB (bench/fidelity/script_cells.py)",
+    )
+    scriptRepeatCells = serializers.IntegerField(
+        required=False, help_text="cells upstream's own function was called twice on"
+    )
+    scriptRepeatSameRequest = serializers.IntegerField(
+        required=False, help_text="of those, cells whose two calls requested the same bytes"
+    )
 
 
 class FidelityRowSerializer(serializers.Serializer):

@@ -251,10 +251,15 @@ def memory_cuda(
     fn = make_fn()
     resident = torch.cuda.memory_allocated() - foreign_bytes
     samples: list[float] = []
+    # What the code asked for at each peak, before the caching allocator rounds a request up
+    # to a cached block: two processes that allocated differently before can read the same
+    # code's peak up to a MiB apart, and ask for the same bytes (bench/fidelity/script_cells.py).
+    requested: list[int] = []
     for _ in range(iterations):
         torch.cuda.memory.reset_peak_memory_stats()
         fn()
         samples.append((torch.cuda.max_memory_allocated() - foreign_bytes) / 2**20)
+        requested.append(torch.cuda.memory_stats().get("requested_bytes.all.peak", 0))
     details = {
         "counter": "torch.cuda.max_memory_allocated() / 2**20 after reset_peak_memory_stats()",
         "protocol": MEMORY_PROTOCOL,
@@ -262,6 +267,7 @@ def memory_cuda(
         "quantileRule": "torch.quantile on float32 (as _test_memory)",
         "moduleBytes": module_bytes,
         "residentBytes": resident,
+        "requestedPeakBytes": requested,  # per iteration, the process's own (foreign included)
     }
     if foreign_bytes:
         details["baselineBytes"] = foreign_bytes

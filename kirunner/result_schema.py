@@ -89,6 +89,11 @@ MEASUREMENT = {
             "properties": {
                 "baselineBytes": {"type": "integer", "minimum": 0},
                 "moduleBytes": {"type": "integer", "minimum": 0},
+                "requestedPeakBytes": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0},
+                    "maxItems": 1000,
+                },
             },
         },
         "power": {

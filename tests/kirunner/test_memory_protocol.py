@@ -216,3 +216,32 @@ def test_baseline_is_recorded_only_where_the_process_held_something(monkeypatch,
     )
     m = harness.memory_cuda(lambda: lambda: None, quantiles=[0.5], foreign_bytes=foreign)
     assert ("baselineBytes" in m.details) == bool(foreign)
+
+
+def test_the_requested_peak_is_kept_beside_each_reading(monkeypatch):
+    """Each iteration's requested_bytes.all.peak, the bytes asked for before the allocator's
+    rounding: the reading can move by a MiB with the process's history, this does not."""
+    state = {"peak": 0, "requested": 0, "calls": 0}
+
+    def call():
+        state["calls"] += 1
+        state["peak"] = 3 * MIB + (MIB if state["calls"] == 2 else 0)  # one rounded up
+        state["requested"] = 3 * MIB - 4096
+
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: state["peak"])
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda *a: {
+        "requested_bytes.all.peak": state["requested"]})  # fmt: skip
+    monkeypatch.setattr(
+        torch.cuda.memory, "reset_peak_memory_stats", lambda *a: state.update(peak=0)
+    )
+    m = harness.memory_cuda(lambda: call, quantiles=[0.5], iterations=4)
+    assert m.samples == [3.0, 4.0, 3.0, 3.0]
+    assert m.details["requestedPeakBytes"] == [3 * MIB - 4096] * 4
+    import jsonschema
+
+    from kirunner.result_schema import MEASUREMENT
+
+    jsonschema.validate({"details": m.details}, MEASUREMENT)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"details": {"requestedPeakBytes": [-1]}}, MEASUREMENT)

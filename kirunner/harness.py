@@ -252,8 +252,8 @@ def memory_cuda(
     resident = torch.cuda.memory_allocated() - foreign_bytes
     samples: list[float] = []
     # What the code asked for at each peak, before the caching allocator rounds a request up
-    # to a cached block: two processes that allocated differently before can read the same
-    # code's peak up to a MiB apart, and ask for the same bytes (bench/fidelity/script_cells.py).
+    # to a cached block: upstream's own function read the same cell up to 1.25 MiB apart in
+    # two calls that asked for the same bytes (bench/fidelity/h100-ab7fe2a/cells/README.md).
     requested: list[int] = []
     for _ in range(iterations):
         torch.cuda.memory.reset_peak_memory_stats()

@@ -15,7 +15,6 @@ Then how many cells each pair agrees on to the MiB (compare.py's criterion).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -23,7 +22,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "h100"))
 
-from fidelity import COMMIT, _django, runner_rows, script_rows, tool_readings  # noqa: E402
+from fidelity import (  # noqa: E402
+    COMMIT,
+    _django,
+    runner_rows,
+    script_rows,
+    tool_lines,
+    tool_readings,
+)
 
 
 def main() -> None:
@@ -35,9 +41,7 @@ def main() -> None:
     ap.add_argument("--gpu", default="NVIDIA H100 80GB HBM3")
     args = ap.parse_args()
     _django()
-    # The scripts print to stdout too (distill: the logits' shapes): the tool's lines are JSON.
-    lines = [json.loads(x) for x in args.cells.read_text().splitlines() if x.startswith("{")]
-    tool = tool_readings(lines, args.gpu)
+    tool = tool_readings(tool_lines([args.cells]), args.gpu)
     whole = script_rows(args.scripts)
     runner = {r["key"]: r["runner"] for r in runner_rows(args.batch, {}, args.commit)}
     pairs = {"runner=whole": 0, "runner=fresh": 0, "fresh=whole": 0, "fresh=again": 0,

@@ -184,18 +184,23 @@ def tool_readings(lines: list[dict], gpu: str) -> dict[tuple, dict[str, float]]:
         return script_rows(Path(tmp))
 
 
+def tool_lines(paths) -> list[dict]:
+    """script_cells.py's lines in these files. The scripts print to stdout too (the distill
+    losses their logits' shapes): the tool's lines are the JSON ones."""
+    return [
+        json.loads(text)
+        for path in paths
+        for text in Path(path).read_text().splitlines()
+        if text.startswith("{")
+    ]
+
+
 def script_repeats(scripts: Path, gpu: str = "NVIDIA H100 80GB HBM3") -> dict[tuple, tuple]:
     """(MiB apart, requested the same) of upstream's own memory function on each cell called
     twice in a row in one process (script_cells.py's `fresh` and `again`, under
     <scripts>/cells/): how far apart its readings were, and whether the code asked for the
-    same bytes both times (the requested peaks within 1 KiB). The scripts print to stdout too
-    (the distill losses their logits' shapes): the tool's lines are the JSON ones."""
-    lines = [
-        json.loads(text)
-        for path in sorted(scripts.glob("cells/*/cells.jsonl"))
-        for text in path.read_text().splitlines()
-        if text.startswith("{")
-    ]
+    same bytes both times (the requested peaks within 1 KiB)."""
+    lines = tool_lines(sorted(scripts.glob("cells/*/cells.jsonl")))
     return {
         key: (
             abs(p["fresh"] - p["again"]),

@@ -71,7 +71,9 @@ def _cells(call: dict):
                     yield x, provider, mode, config
 
 
-def whole(kernel: str) -> None:
+def _upstream():
+    """torch, upstream's benchmark/scripts/utils.py (the working directory) with its
+    `_test_memory` wrapped, and the dict the wrapper leaves each call's requested peaks in."""
     import torch
 
     sys.path.insert(0, os.getcwd())
@@ -79,6 +81,11 @@ def whole(kernel: str) -> None:
 
     sink: dict = {}
     _wrap_test_memory(utils, torch, sink)
+    return torch, utils, sink
+
+
+def whole(kernel: str) -> None:
+    _, utils, sink = _upstream()
     wrapped = utils._test_memory
 
     def _test_memory(*args, **kwargs):
@@ -92,50 +99,44 @@ def whole(kernel: str) -> None:
     runpy.run_path(sys.argv[0], run_name="__main__")
 
 
+def _measure(call: dict, cell: tuple, phase: str, torch, utils, sink: dict) -> dict:
+    """One call of the script's memory function on one cell, as a line of the output."""
+    x, provider, mode, config = cell
+    if phase == "fresh":
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch._C._cuda_clearCublasWorkspaces()
+    before = torch.cuda.memory_allocated() / 2**20
+    t0 = time.perf_counter()
+    out = call["bench_test_fn"](
+        utils.SingleBenchmarkRunInput(
+            x=x, kernel_provider=provider, kernel_operation_mode=mode, extra_benchmark_config=config
+        )
+    )
+    return {
+        "kernel": call["kernel_name"],
+        "provider": provider,
+        "mode": mode,
+        "x_name": call["x_name"],
+        "x": x,
+        # as upstream's CSV writes it (extra_benchmark_config_str)
+        "config": json.dumps(config, cls=utils.CustomEncoder),
+        "phase": phase,
+        "y50": out.y_50,
+        "requestedMiB": sink.get("requested"),
+        "allocatedBeforeMiB": before,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
 def main(kernels: list[str]) -> None:
-    import torch
-
-    sys.path.insert(0, os.getcwd())
-    import utils  # upstream's benchmark/scripts/utils.py, the working directory
-
-    sink: dict = {}
-    _wrap_test_memory(utils, torch, sink)
+    torch, utils, sink = _upstream()
     for kernel in kernels:
         for call in _memory_calls(f"benchmark_{kernel}.py", utils):
-            for x, provider, mode, config in _cells(call):
+            for cell in _cells(call):
                 for phase in ("fresh", "again"):
-                    if phase == "fresh":
-                        gc.collect()
-                        torch.cuda.empty_cache()
-                        torch._C._cuda_clearCublasWorkspaces()
-                    before = torch.cuda.memory_allocated() / 2**20
-                    t0 = time.perf_counter()
-                    cell = utils.SingleBenchmarkRunInput(
-                        x=x,
-                        kernel_provider=provider,
-                        kernel_operation_mode=mode,
-                        extra_benchmark_config=config,
-                    )
-                    out = call["bench_test_fn"](cell)
-                    print(
-                        json.dumps(
-                            {
-                                "kernel": call["kernel_name"],
-                                "provider": provider,
-                                "mode": mode,
-                                "x_name": call["x_name"],
-                                "x": x,
-                                # as upstream's CSV writes it (extra_benchmark_config_str)
-                                "config": json.dumps(config, cls=utils.CustomEncoder),
-                                "phase": phase,
-                                "y50": out.y_50,
-                                "requestedMiB": sink.get("requested"),
-                                "allocatedBeforeMiB": before,
-                                "seconds": round(time.perf_counter() - t0, 2),
-                            }
-                        ),
-                        flush=True,
-                    )
+                    line = _measure(call, cell, phase, torch, utils, sink)
+                    print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

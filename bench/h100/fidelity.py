@@ -48,19 +48,26 @@ def _django():
     django.setup()
 
 
-def script_rows(scripts: Path) -> dict[tuple, dict[str, float]]:
-    """(kernel, provider, pass, metric, workload slug) -> {call: median} of the scripts' CSVs."""
+def csv_medians(data: bytes, location: str) -> dict[tuple, float]:
+    """(kernel, provider, pass, metric, workload slug) -> the median of each row of an upstream
+    benchmark CSV, as the script wrote it."""
     from runs.reference import catalogue
     from runs.sources.parsers import parse_liger_csv
 
+    out = {}
+    for row in parse_liger_csv(data, location):
+        slug = catalogue.workload_slug(row.params)
+        key = (row.benchmark, row.provider, row.timed_pass, row.metric, slug)
+        out[key] = next(v for k, v in row.source_metrics.items() if k.endswith("_50"))
+    return out
+
+
+def script_rows(scripts: Path) -> dict[tuple, dict[str, float]]:
+    """(kernel, provider, pass, metric, workload slug) -> {call: median} of the scripts' CSVs."""
     out: dict[tuple, dict[str, float]] = {}
     for csv_path in sorted(scripts.glob("*/upstream-*/upstream.csv")):
         call = csv_path.parent.parent.name
-        for row in parse_liger_csv(csv_path.read_bytes(), str(csv_path)):
-            slug = catalogue.workload_slug(row.params)
-            key = (row.benchmark, row.provider, row.timed_pass, row.metric, slug)
-            y50 = row.source_metrics
-            value = next(v for k, v in y50.items() if k.endswith("_50"))
+        for key, value in csv_medians(csv_path.read_bytes(), str(csv_path)).items():
             out.setdefault(key, {})[call] = value
     return out
 
@@ -160,28 +167,26 @@ CSV_COLUMNS = ("kernel_name", "kernel_provider", "kernel_operation_mode", "metri
 def tool_readings(lines: list[dict], gpu: str) -> dict[tuple, dict[str, float]]:
     """bench/fidelity/script_cells.py's lines keyed as script_rows keys the scripts' CSVs:
     {key: {phase: median}} for the phases `fresh` and `again`, and `fresh-requested` and
-    `again-requested` for the medians of their requested peaks."""
+    `again-requested` for the medians of their requested peaks. Each phase's readings are
+    written as upstream's CSV and read by the ingest's parser, which names the workload."""
     import csv
-    import tempfile
+    import io
 
-    with tempfile.TemporaryDirectory() as tmp:
-        for phase in ("fresh", "again", "fresh-requested", "again-requested"):
-            folder = Path(tmp) / phase / "upstream-cells"
-            folder.mkdir(parents=True)
-            with (folder / "upstream.csv").open("w", newline="") as out:
-                writer = csv.writer(out)
-                writer.writerow(CSV_COLUMNS)
-                for line in lines:
-                    if line["phase"] != phase.split("-")[0]:
-                        continue
-                    value = line["y50"]
-                    if phase.endswith("requested"):
-                        value = statistics.median(line["requestedMiB"])
-                    writer.writerow((line["kernel"], line["provider"], line["mode"], "memory",
-                                     "MB", line["x_name"], line["x_name"], line["x"], value,
-                                     value, value, line["config"], gpu, "2026-12-07 00:00:00",
-                                     "0"))  # fmt: skip
-        return script_rows(Path(tmp))
+    out: dict[tuple, dict[str, float]] = {}
+    for phase in ("fresh", "again", "fresh-requested", "again-requested"):
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(CSV_COLUMNS)
+        for line in (x for x in lines if x["phase"] == phase.split("-")[0]):
+            value = line["y50"]
+            if phase.endswith("requested"):
+                value = statistics.median(line["requestedMiB"])
+            writer.writerow((line["kernel"], line["provider"], line["mode"], "memory", "MB",
+                             line["x_name"], line["x_name"], line["x"], value, value, value,
+                             line["config"], gpu, "2026-12-07 00:00:00", "0"))  # fmt: skip
+        for key, value in csv_medians(text.getvalue().encode(), f"script_cells {phase}").items():
+            out.setdefault(key, {})[phase] = value
+    return out
 
 
 def tool_lines(paths) -> list[dict]:

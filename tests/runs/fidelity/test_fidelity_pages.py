@@ -70,6 +70,12 @@ def test_the_api_gives_each_row_with_its_link(ci, client):
     committed = next(r for r in TABLE["rows"] if r["anchor"] == "geglu-full-memory-liger")
     assert row["memory"]["maxDiffMiB"] == committed["memory"]["maxDiffMiB"]
     assert row["gpu"] == committed["gpu"]
+    # A memory row measured against upstream's own repeat (bench/fidelity/script_cells.py)
+    # gives that repeat; one that was not gives none of it.
+    repeated = by_anchor["kto_loss-full-memory-huggingface"]["memory"]
+    assert (repeated["scriptRepeatMiB"], repeated["scriptRepeatCells"]) == (1.0, 5)
+    assert repeated["scriptRepeatSameRequest"] == 5
+    assert "scriptRepeatMiB" not in row["memory"]
     assert client.get("/api/v1/sources/liger-kernel-ci/fidelity/?x=1").status_code == 400
 
 

@@ -74,9 +74,9 @@ _fast_password_hashing()
 # so these start first and the many short files fill in behind them, instead of a six-minute
 # module starting last. A name missing here only runs in its usual place.
 SLOW_FIRST = (
+    "test_shipped_walk.py",  # on SQLite it loads the demo for DEMO_DATABASE_FILES (WALK)
     "test_crawl.py",  # with the demo database's build (DEMO_DATABASE_FILES)
     "test_rerun_demo_data.py",
-    "test_shipped_walk.py",
     "test_reproduce_install.py",
     "test_every_page.py",
     "test_cli.py",
@@ -94,6 +94,22 @@ SLOW_FIRST = (
 # The files whose tests read the demo database (`demo_db`). pytest-xdist sends them to one
 # worker as one unit, so the database is built once in a run, not once per worker.
 DEMO_DATABASE_FILES = ("tests/site/test_crawl.py", "tests/reruns/test_rerun_demo_data.py")
+
+# The newcomer's walk, whose quick start loads the same demo (`manage.py demo`, on SQLite, from
+# the files git tracks). In a run on SQLite (the README's test command with nothing set) it
+# joins the demo database's unit and runs first in it, and the demo database is a copy of what
+# its quick start loaded (quick_start_loaded), not a second load of the same data (the load
+# took 296 s of a 1,017 s run on a 2-CPU host, the copy 7 s of a 793 s run: README). On
+# PostgreSQL (CI) the demo database is built there and the walk, on SQLite as ever, runs
+# beside it on the other worker.
+WALK = "tests/site/test_shipped_walk.py"
+QUICK_START_DATABASE = pytest.StashKey[Path]()
+
+
+def _on_sqlite() -> bool:
+    from django.conf import settings
+
+    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 
 
 # The module-scoped fixtures whose rows stay for the rest of their module once written
@@ -123,15 +139,18 @@ def pytest_collection_modifyitems(items):
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which a plain run may lack
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` (pyproject.toml), with DEMO_DATABASE_FILES one unit of work."""
+    """`--dist loadfile` (pyproject.toml), with DEMO_DATABASE_FILES one unit of work (and
+    WALK, first, on SQLite)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    together = DEMO_DATABASE_FILES + ((WALK,) if _on_sqlite() else ())
+
     class DemoFilesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            return "demo database" if path in DEMO_DATABASE_FILES else path
+            return "demo database" if path in together else path
 
     return DemoFilesTogether(config, log)
 
@@ -310,25 +329,45 @@ def _connected_to(database: dict):
         connection.settings_dict.update(kept_settings)
 
 
+def quick_start_loaded(request, tmp_path_factory, database: Path) -> None:
+    """The walk's quick start has loaded the demo into `database` (SQLite) and serves it: keep a
+    copy, taken before the walk writes anything, for `_demo_database` on this worker, where
+    the demo database's readers run after the walk (a run on SQLite: WALK)."""
+    readers = any("demo_db" in getattr(i, "fixturenames", ()) for i in request.session.items)
+    if not (_on_sqlite() and readers):
+        return
+    import sqlite3
+
+    copy = tmp_path_factory.mktemp("quick-start") / "demo.sqlite3"
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as source:
+        with sqlite3.connect(copy) as target:
+            source.backup(target)
+    request.config.stash[QUICK_START_DATABASE] = copy
+
+
 @pytest.fixture(scope="session")
-def _demo_database(django_db_setup, django_db_blocker, tmp_path_factory):
+def _demo_database(request, django_db_setup, django_db_blocker, tmp_path_factory):
     """What `manage.py demo --no-serve` loads (every shipped source and every rerun batch of
     data/reruns), in a database of its own next to the test database, built once per test
     process: the crawl and the demo batches' checks read the same build. On PostgreSQL it
     starts as a copy of the migrated test database; on SQLite it is a file the command
-    migrates."""
+    migrates, or the copy of what the walk's quick start loaded where the walk ran first
+    (quick_start_loaded)."""
     from django.core.management import call_command
     from django.db import connection
 
+    loaded = None
     with django_db_blocker.unblock():
         if connection.vendor == "postgresql":
             connection.creation.clone_test_db(suffix="demo", verbosity=0)
             database = connection.creation.get_test_db_clone_settings("demo")
         else:
             database = {**connection.settings_dict}
-            database["NAME"] = str(tmp_path_factory.mktemp("demo") / "demo.sqlite3")
-        with _connected_to(database):
-            call_command("demo", "--no-serve", stdout=StringIO(), stderr=StringIO())
+            loaded = request.config.stash.get(QUICK_START_DATABASE, None)
+            database["NAME"] = str(loaded or tmp_path_factory.mktemp("demo") / "demo.sqlite3")
+        if loaded is None:
+            with _connected_to(database):
+                call_command("demo", "--no-serve", stdout=StringIO(), stderr=StringIO())
         yield database
         if connection.vendor == "postgresql":
             connection.creation.destroy_test_db(suffix="demo", verbosity=0)

@@ -30,6 +30,7 @@ import pytest
 import requests
 
 import kirunner
+from tests.conftest import quick_start_loaded
 from tests.runner_env import REPO, clean_env, run_page_commands, shipped_copy
 
 pytestmark = pytest.mark.install
@@ -62,7 +63,7 @@ def _quick_start() -> str:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(request, tmp_path_factory):
     """(origin, clone folder, server log) of the quick start served from a shipped copy."""
     clone = shipped_copy(tmp_path_factory.mktemp("fresh-clone") / "kernelindex")
     port = _free_port()
@@ -84,6 +85,8 @@ def site(tmp_path_factory):
             assert server.poll() is None, log.read_text()[-4000:]
             assert time.monotonic() < deadline, log.read_text()[-4000:]
             time.sleep(2)
+        # The demo as the quick start loaded it, before this module writes (tests/conftest.py).
+        quick_start_loaded(request, tmp_path_factory, clone / "kernelindex.sqlite3")
         yield origin, clone, log
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -339,9 +339,13 @@ def quick_start_loaded(request, tmp_path_factory, database: Path) -> None:
     import sqlite3
 
     copy = tmp_path_factory.mktemp("quick-start") / "demo.sqlite3"
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as source:
-        with sqlite3.connect(copy) as target:
-            source.backup(target)
+    source = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    target = sqlite3.connect(copy)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
     request.config.stash[QUICK_START_DATABASE] = copy
 
 
